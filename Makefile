@@ -1,0 +1,52 @@
+# swordfish — build, test and run.
+#   make run                      build in release mode and run the main job
+#   make test [PYTHON=python3.13] cargo test + pytest on one interpreter
+#   make conformance              CPython's asyncio test suite on swordfish and on asyncio
+#   make bench                    full scheduling benchmark, written to docs/benchmarks.md
+
+PYTHON ?= python3
+PY_EXE := $(shell tools/find-python $(PYTHON))
+ifeq ($(PY_EXE),)
+$(error no working interpreter called $(PYTHON))
+endif
+PY_TAG := $(shell $(PY_EXE) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+ifeq ($(PYTHON),python3)
+VENV ?= .venv
+else
+VENV ?= .venv-$(PY_TAG)
+endif
+VPY := $(VENV)/bin/python
+export PYO3_PYTHON := $(abspath $(VPY))
+
+.PHONY: run test build venv cargo-test pytest conformance bench bench-quick clean
+
+$(VENV)/.deps: requirements-dev.txt
+	$(PY_EXE) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.deps
+
+build: venv
+	$(VENV)/bin/maturin develop --release --quiet
+
+cargo-test: venv
+	cargo test --release --quiet
+
+pytest: build
+	$(VPY) -m pytest -q
+
+test: cargo-test pytest
+
+conformance: build
+	$(VPY) tools/conformance.py
+
+run: build
+	$(MAKE) -C benchmarks quick PYTHON=$(PYTHON)
+
+bench: build
+	$(MAKE) -C benchmarks full PYTHON=$(PYTHON)
+
+clean:
+	rm -rf target .venv .venv-* python/swordfish/*.so

@@ -1,0 +1,14 @@
+"""swordfish: the fastest complete async runtime for Python.
+
+    import swordfish
+    swordfish.run(main())                                   # like asyncio.run
+    asyncio.run(main(), loop_factory=swordfish.new_event_loop)  # Python 3.12+
+    swordfish.install()                                     # make it asyncio's default
+"""
+
+from ._loop import Loop
+from ._native import Handle, TimerHandle
+from ._runner import EventLoopPolicy, install, new_event_loop, run
+
+__all__ = ["EventLoopPolicy", "Handle", "Loop", "TimerHandle", "install", "new_event_loop", "run"]
+__version__ = "0.1.0"

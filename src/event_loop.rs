@@ -1,0 +1,706 @@
+//! `LoopCore`: the native half of `swordfish.Loop` — the ready queue, the timer queue, the
+//! I/O registry and the loop iteration itself. The Python subclass adds the parts that are
+//! not on the hot path (lifecycle bookkeeping, executors, sockets, signals, error reporting).
+
+use crate::clock::monotonic;
+use crate::handles::{Failure, Handle, LoopShared, TimerHandle};
+use crate::pyutil::{fileobj_to_fd, os_error, vectorcall_kw};
+use crate::reactor::{self, Poller, WAKER_TOKEN};
+use crate::sync::{lock, try_lock};
+use crate::timers::TimerQueue;
+use mio::{Registry, Waker};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::{intern, PyTraverseError, PyVisit};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The stdlib caps a single select() at one day.
+const MAX_POLL_SECONDS: f64 = 86400.0;
+/// Clean the timer queue when more than this many timers are queued and more than half of
+/// them are cancelled (the stdlib's policy).
+const MIN_TIMERS_FOR_CLEANUP: usize = 100;
+
+#[derive(Default)]
+struct IoEntry {
+    reader: Option<Py<Handle>>,
+    writer: Option<Py<Handle>>,
+}
+
+impl IoEntry {
+    fn interest(&self) -> Option<mio::Interest> {
+        reactor::interest(self.reader.is_some(), self.writer.is_some())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    ready: VecDeque<Py<Handle>>,
+    timers: TimerQueue<Py<TimerHandle>>,
+    io: HashMap<RawFd, IoEntry>,
+    /// Descriptors that fired in the last iteration and must be re-armed before polling.
+    rearm: Vec<RawFd>,
+    stopping: bool,
+}
+
+#[pyclass(module = "swordfish._native", subclass, frozen)]
+pub struct LoopCore {
+    state: Mutex<State>,
+    poller: Mutex<Poller>,
+    registry: Registry,
+    waker: Waker,
+    /// Set while the loop waits in the poller with a non-zero timeout: only then does
+    /// `call_soon_threadsafe` need to wake it.
+    parked: AtomicBool,
+    closed: AtomicBool,
+    shared: Arc<LoopShared>,
+    task_factory: Mutex<Option<Py<PyAny>>>,
+    future_type: Py<PyAny>,
+    task_type: Py<PyAny>,
+    kw_loop: Py<PyTuple>,
+    kw_loop_name: Py<PyTuple>,
+}
+
+enum Which {
+    Reader,
+    Writer,
+}
+
+impl LoopCore {
+    fn check_closed(&self) -> PyResult<()> {
+        if self.closed.load(Ordering::Relaxed) {
+            Err(PyRuntimeError::new_err("Event loop is closed"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn debug(&self) -> bool {
+        self.shared.debug.load(Ordering::Relaxed)
+    }
+
+    /// Debug-mode checks of the stdlib (thread, callback type); returns the source traceback.
+    fn debug_prepare(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        method: &str,
+        check_thread: bool,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        if !slf.get().debug() {
+            return Ok(None);
+        }
+        let tb = slf.call_method1(intern!(slf.py(), "_debug_prepare"), (callback, method, check_thread))?;
+        Ok(if tb.is_none() { None } else { Some(tb.unbind()) })
+    }
+
+    fn new_handle(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+        source_tb: Option<Py<PyAny>>,
+    ) -> PyResult<Handle> {
+        let h = Handle::new(
+            slf.py(),
+            callback.clone().unbind(),
+            args.clone().unbind(),
+            context.map(Bound::unbind),
+            &slf.get().shared,
+        )?;
+        if source_tb.is_some() {
+            h.set_source_traceback(source_tb)?;
+        }
+        Ok(h)
+    }
+
+    fn schedule_soon(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+        method: &str,
+        check_thread: bool,
+    ) -> PyResult<Py<Handle>> {
+        let this = slf.get();
+        this.check_closed()?;
+        let tb = Self::debug_prepare(slf, callback, method, check_thread)?;
+        let handle = Py::new(slf.py(), Self::new_handle(slf, callback, args, context, tb)?)?;
+        lock(&this.state)?.ready.push_back(handle.clone_ref(slf.py()));
+        Ok(handle)
+    }
+
+    fn schedule_at(
+        slf: &Bound<'_, Self>,
+        when: f64,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+        method: &str,
+    ) -> PyResult<Py<TimerHandle>> {
+        let this = slf.get();
+        this.check_closed()?;
+        let tb = Self::debug_prepare(slf, callback, method, true)?;
+        let base = Self::new_handle(slf, callback, args, context, tb)?;
+        let init = PyClassInitializer::from(base).add_subclass(TimerHandle::new(when));
+        let timer = Py::new(slf.py(), init)?;
+        lock(&this.state)?.timers.push(when, timer.clone_ref(slf.py()));
+        Ok(timer)
+    }
+
+    fn wake(&self) {
+        if self.parked.load(Ordering::SeqCst) {
+            // A failed wake means the eventfd counter is saturated: the loop is woken anyway.
+            let _ = self.waker.wake();
+        }
+    }
+
+    fn add_watcher(
+        slf: &Bound<'_, Self>,
+        fileobj: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        which: Which,
+    ) -> PyResult<Py<Handle>> {
+        let this = slf.get();
+        let py = slf.py();
+        let fd = fileobj_to_fd(fileobj)?;
+        this.check_closed()?;
+        let handle = Py::new(py, Self::new_handle(slf, callback, args, None, None)?)?;
+        let replaced = {
+            let mut st = lock(&this.state)?;
+            let entry = st.io.entry(fd).or_default();
+            let old_interest = entry.interest();
+            let slot = match which {
+                Which::Reader => &mut entry.reader,
+                Which::Writer => &mut entry.writer,
+            };
+            let previous = slot.replace(handle.clone_ref(py));
+            let new_interest = entry.interest();
+            if let Err(e) = reactor::update(&this.registry, fd, old_interest, new_interest) {
+                // Put things back as they were.
+                let entry = st.io.get_mut(&fd).expect("entry inserted above");
+                let slot = match which {
+                    Which::Reader => &mut entry.reader,
+                    Which::Writer => &mut entry.writer,
+                };
+                let ours = std::mem::replace(slot, previous);
+                if entry.reader.is_none() && entry.writer.is_none() {
+                    st.io.remove(&fd);
+                }
+                drop(st);
+                drop(ours);
+                return Err(os_error(py, e));
+            }
+            previous
+        };
+        if let Some(old) = replaced {
+            Handle::cancel_py(old.bind(py))?;
+        }
+        Ok(handle)
+    }
+
+    fn remove_watcher(slf: &Bound<'_, Self>, fileobj: &Bound<'_, PyAny>, which: Which) -> PyResult<bool> {
+        let this = slf.get();
+        let py = slf.py();
+        let fd = fileobj_to_fd(fileobj)?;
+        if this.closed.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let removed = {
+            let mut st = lock(&this.state)?;
+            let Some(entry) = st.io.get_mut(&fd) else { return Ok(false) };
+            let old_interest = entry.interest();
+            let removed = match which {
+                Which::Reader => entry.reader.take(),
+                Which::Writer => entry.writer.take(),
+            };
+            let new_interest = entry.interest();
+            if new_interest.is_none() {
+                st.io.remove(&fd);
+            }
+            // Deregistering cannot fail in a way the caller could act on (the fd may be
+            // closed already); modifying to the remaining interest can, so report that.
+            let res = reactor::update(&this.registry, fd, old_interest, new_interest);
+            if let Err(e) = res {
+                drop(st);
+                if let Some(h) = &removed {
+                    Handle::cancel_py(h.bind(py))?;
+                }
+                return Err(os_error(py, e));
+            }
+            removed
+        };
+        match removed {
+            Some(h) => {
+                Handle::cancel_py(h.bind(py))?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// One iteration: poll for I/O (waiting only when nothing is ready), move due timers to
+    /// the ready queue, then run every callback that was ready at that point.
+    fn run_once(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+
+        let (timeout, cancelled_timers) = {
+            let mut st = lock(&this.state)?;
+            let cancelled = this.clean_timers(py, &mut st);
+            for fd in std::mem::take(&mut st.rearm) {
+                if let Some(entry) = st.io.get(&fd) {
+                    let i = entry.interest();
+                    // A failure means the fd was closed behind our back: nothing to wait for.
+                    let _ = reactor::update(&this.registry, fd, i, i);
+                }
+            }
+            let timeout = if !st.ready.is_empty() || st.stopping {
+                Some(Duration::ZERO)
+            } else if let Some((when, _)) = st.timers.peek() {
+                let secs = (when - monotonic()).clamp(0.0, MAX_POLL_SECONDS);
+                Some(Duration::from_secs_f64(secs))
+            } else {
+                None
+            };
+            if timeout != Some(Duration::ZERO) {
+                this.parked.store(true, Ordering::SeqCst);
+            }
+            (timeout, cancelled)
+        };
+        drop(cancelled_timers);
+
+        let poll_result = {
+            let mut guard = lock(&this.poller)?;
+            let poller: &mut Poller = &mut guard;
+            if timeout == Some(Duration::ZERO) {
+                poller.poll(timeout)
+            } else {
+                let r = py.detach(|| poller.poll(timeout));
+                this.parked.store(false, Ordering::SeqCst);
+                r
+            }
+            .map(|()| {
+                let events: Vec<(RawFd, bool, bool)> = poller.ready().collect();
+                events
+            })
+        };
+        let events = poll_result.map_err(|e| os_error(py, e))?;
+        // Run Python-level signal handlers now (a signal interrupts the poll).
+        py.check_signals()?;
+
+        let stale = {
+            let mut st = lock(&this.state)?;
+            let mut stale: Vec<Py<Handle>> = Vec::new();
+            for (fd, readable, writable) in events {
+                let Some(entry) = st.io.get(&fd) else { continue };
+                let mut fired = false;
+                let mut push = Vec::with_capacity(2);
+                if readable {
+                    if let Some(r) = &entry.reader {
+                        push.push(r.clone_ref(py));
+                    }
+                }
+                if writable {
+                    if let Some(w) = &entry.writer {
+                        push.push(w.clone_ref(py));
+                    }
+                }
+                for h in push {
+                    if h.get().is_cancelled() {
+                        stale.push(h);
+                    } else {
+                        st.ready.push_back(h);
+                        fired = true;
+                    }
+                }
+                if fired {
+                    st.rearm.push(fd);
+                }
+            }
+            let now = monotonic();
+            while let Some(timer) = st.timers.pop_due(now) {
+                let t = timer.get();
+                let was_scheduled = t.unschedule();
+                let base = timer.bind(py).as_super();
+                if base.get().is_cancelled() {
+                    if was_scheduled {
+                        let _ = this.shared.cancelled_timers.fetch_update(
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                            |n| n.checked_sub(1),
+                        );
+                    }
+                    stale.push(base.clone().unbind());
+                } else {
+                    st.ready.push_back(base.clone().unbind());
+                }
+                drop(timer);
+            }
+            stale
+        };
+        drop(stale);
+
+        let ntodo = lock(&this.state)?.ready.len();
+        let debug = this.debug();
+        for _ in 0..ntodo {
+            let Some(handle) = lock(&this.state)?.ready.pop_front() else { break };
+            let outcome = if debug {
+                Self::run_debug(slf, &handle)
+            } else {
+                handle.get().run(py)
+            };
+            if let Err(failure) = outcome {
+                Self::report(slf, &handle, failure)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_debug(slf: &Bound<'_, Self>, handle: &Py<Handle>) -> Result<bool, Failure> {
+        let py = slf.py();
+        let _ = slf.setattr(intern!(py, "_current_handle"), handle.clone_ref(py));
+        let t0 = monotonic();
+        let outcome = handle.get().run(py);
+        let dt = monotonic() - t0;
+        let _ = slf.setattr(intern!(py, "_current_handle"), py.None());
+        if let Err(err) = slf.call_method1(intern!(py, "_check_slow_callback"), (handle, dt)) {
+            err.write_unraisable(py, Some(slf.as_any()));
+        }
+        outcome
+    }
+
+    /// An exception from a callback: SystemExit and KeyboardInterrupt leave the loop, the
+    /// rest go to the exception handler (as in `asyncio.Handle._run`).
+    fn report(slf: &Bound<'_, Self>, handle: &Py<Handle>, failure: Failure) -> PyResult<()> {
+        let py = slf.py();
+        if failure.err.is_instance_of::<PyKeyboardInterrupt>(py)
+            || failure.err.is_instance_of::<PySystemExit>(py)
+        {
+            return Err(failure.err);
+        }
+        let exc = failure.err.into_value(py);
+        slf.call_method1(
+            intern!(py, "_report_callback_error"),
+            (handle, failure.func, failure.args, exc),
+        )?;
+        Ok(())
+    }
+
+    /// Drop cancelled timers from the head of the queue, and rebuild the queue when most of
+    /// it is cancelled. Returns the removed timers, to be dropped outside the lock.
+    fn clean_timers(&self, py: Python<'_>, st: &mut State) -> Vec<Py<TimerHandle>> {
+        let mut removed = Vec::new();
+        let cancelled = self.shared.cancelled_timers.load(Ordering::Relaxed);
+        let queued = st.timers.len();
+        let is_cancelled =
+            |t: &Py<TimerHandle>| -> bool { t.bind(py).as_super().get().is_cancelled() };
+        if queued > MIN_TIMERS_FOR_CLEANUP && cancelled * 2 > queued {
+            removed = st.timers.extract_if(is_cancelled);
+            for t in &removed {
+                t.get().unschedule();
+            }
+            self.shared.cancelled_timers.store(0, Ordering::Relaxed);
+        } else {
+            while let Some((_, t)) = st.timers.peek() {
+                if !is_cancelled(t) {
+                    break;
+                }
+                if let Some(t) = st.timers.pop() {
+                    if t.get().unschedule() {
+                        let _ = self.shared.cancelled_timers.fetch_update(
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                            |n| n.checked_sub(1),
+                        );
+                    }
+                    removed.push(t);
+                }
+            }
+        }
+        removed
+    }
+}
+
+#[pymethods]
+impl LoopCore {
+    #[new]
+    fn py_new(py: Python<'_>) -> PyResult<Self> {
+        let (poller, registry) = Poller::new().map_err(|e| os_error(py, e))?;
+        let waker = Waker::new(poller.registry(), WAKER_TOKEN).map_err(|e| os_error(py, e))?;
+        let asyncio = py.import("asyncio")?;
+        Ok(LoopCore {
+            state: Mutex::new(State::default()),
+            poller: Mutex::new(poller),
+            registry,
+            waker,
+            parked: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            shared: Arc::new(LoopShared::default()),
+            task_factory: Mutex::new(None),
+            future_type: asyncio.getattr("Future")?.unbind(),
+            task_type: asyncio.getattr("Task")?.unbind(),
+            kw_loop: PyTuple::new(py, [PyString::intern(py, "loop")])?.unbind(),
+            kw_loop_name: PyTuple::new(
+                py,
+                [PyString::intern(py, "loop"), PyString::intern(py, "name")],
+            )?
+            .unbind(),
+        })
+    }
+
+    fn time(&self) -> f64 {
+        monotonic()
+    }
+
+    #[pyo3(signature = (callback, *args, context=None))]
+    fn call_soon(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Handle>> {
+        Self::schedule_soon(slf, callback, args, context, "call_soon", true)
+    }
+
+    #[pyo3(signature = (callback, *args, context=None))]
+    fn call_soon_threadsafe(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Handle>> {
+        let handle = Self::schedule_soon(slf, callback, args, context, "call_soon_threadsafe", false)?;
+        slf.get().wake();
+        Ok(handle)
+    }
+
+    #[pyo3(signature = (delay, callback, *args, context=None))]
+    fn call_later(
+        slf: &Bound<'_, Self>,
+        delay: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<TimerHandle>> {
+        if delay.is_none() {
+            return Err(PyTypeError::new_err("delay must not be None"));
+        }
+        let when = monotonic() + delay.extract::<f64>()?;
+        Self::schedule_at(slf, when, callback, args, context, "call_later")
+    }
+
+    #[pyo3(signature = (when, callback, *args, context=None))]
+    fn call_at(
+        slf: &Bound<'_, Self>,
+        when: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<TimerHandle>> {
+        if when.is_none() {
+            return Err(PyTypeError::new_err("when cannot be None"));
+        }
+        Self::schedule_at(slf, when.extract::<f64>()?, callback, args, context, "call_at")
+    }
+
+    /// Wake the loop if it is waiting for I/O (the stdlib's self-pipe write).
+    fn _write_to_self(&self) {
+        let _ = self.waker.wake();
+    }
+
+    fn stop(&self) -> PyResult<()> {
+        lock(&self.state)?.stopping = true;
+        Ok(())
+    }
+
+    #[getter]
+    fn _stopping(&self) -> PyResult<bool> {
+        Ok(lock(&self.state)?.stopping)
+    }
+
+    /// The body of `run_forever`: iterate until `stop()`.
+    fn _run(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let result = loop {
+            if let Err(e) = Self::run_once(slf) {
+                break Err(e);
+            }
+            match lock(&this.state) {
+                Ok(st) if st.stopping => break Ok(()),
+                Ok(_) => {}
+                Err(e) => break Err(e),
+            }
+        };
+        if let Ok(mut st) = lock(&this.state) {
+            st.stopping = false;
+        }
+        result
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Mark closed and drop every queued callback, timer and watcher.
+    fn _close_core(&self, py: Python<'_>) -> PyResult<()> {
+        self.closed.store(true, Ordering::SeqCst);
+        let (ready, timers, io) = {
+            let mut st = lock(&self.state)?;
+            let io: Vec<(RawFd, IoEntry)> = st.io.drain().collect();
+            for (fd, entry) in &io {
+                let _ = reactor::update(&self.registry, *fd, entry.interest(), None);
+            }
+            st.rearm.clear();
+            (std::mem::take(&mut st.ready), st.timers.drain(), io)
+        };
+        for t in &timers {
+            t.get().unschedule();
+        }
+        drop((ready, timers));
+        for (_, entry) in io {
+            for h in [entry.reader, entry.writer].into_iter().flatten() {
+                Handle::cancel_py(h.bind(py))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn get_debug(&self) -> bool {
+        self.debug()
+    }
+
+    #[getter]
+    fn _debug(&self) -> bool {
+        self.debug()
+    }
+
+    fn _set_debug_flag(&self, enabled: bool) {
+        self.shared.debug.store(enabled, Ordering::Relaxed);
+    }
+
+    fn create_future<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.get();
+        vectorcall_kw(slf.py(), &this.future_type, &[slf.as_any()], &this.kw_loop)
+    }
+
+    #[pyo3(signature = (coro, *, name=None, context=None, **kwargs))]
+    fn create_task<'py>(
+        slf: &Bound<'py, Self>,
+        coro: &Bound<'py, PyAny>,
+        name: Option<&Bound<'py, PyAny>>,
+        context: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.get();
+        let py = slf.py();
+        this.check_closed()?;
+        let plain = context.is_none()
+            && kwargs.is_none_or(|k| k.is_empty())
+            && !this.debug()
+            && lock(&this.task_factory)?.is_none();
+        if !plain {
+            return slf.call_method(
+                intern!(py, "_create_task_slow"),
+                (coro, name, context),
+                kwargs,
+            );
+        }
+        match name {
+            None => vectorcall_kw(py, &this.task_type, &[coro, slf.as_any()], &this.kw_loop),
+            Some(n) => {
+                vectorcall_kw(py, &this.task_type, &[coro, slf.as_any(), n], &this.kw_loop_name)
+            }
+        }
+    }
+
+    fn set_task_factory(&self, factory: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+        if let Some(f) = &factory {
+            if !f.is_callable() {
+                return Err(PyTypeError::new_err("task factory must be a callable or None"));
+            }
+        }
+        let old = std::mem::replace(&mut *lock(&self.task_factory)?, factory.map(Bound::unbind));
+        drop(old);
+        Ok(())
+    }
+
+    fn get_task_factory(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(lock(&self.task_factory)?.as_ref().map_or_else(|| py.None(), |f| f.clone_ref(py)))
+    }
+
+    #[pyo3(signature = (fd, callback, *args))]
+    fn _add_reader(
+        slf: &Bound<'_, Self>,
+        fd: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<Py<Handle>> {
+        Self::add_watcher(slf, fd, callback, args, Which::Reader)
+    }
+
+    #[pyo3(signature = (fd, callback, *args))]
+    fn _add_writer(
+        slf: &Bound<'_, Self>,
+        fd: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<Py<Handle>> {
+        Self::add_watcher(slf, fd, callback, args, Which::Writer)
+    }
+
+    fn _remove_reader(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Self::remove_watcher(slf, fd, Which::Reader)
+    }
+
+    fn _remove_writer(slf: &Bound<'_, Self>, fd: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Self::remove_watcher(slf, fd, Which::Writer)
+    }
+
+    /// (reader handle, writer handle) watching `fd`, for the socket helpers and tests.
+    fn _watchers(&self, py: Python<'_>, fd: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+        let fd = fileobj_to_fd(fd)?;
+        let st = lock(&self.state)?;
+        let get = |h: &Option<Py<Handle>>| h.as_ref().map_or_else(|| py.None(), |h| h.clone_ref(py).into_any());
+        Ok(match st.io.get(&fd) {
+            Some(e) => (get(&e.reader), get(&e.writer)),
+            None => (py.None(), py.None()),
+        })
+    }
+
+    /// Number of (ready callbacks, queued timers, watched fds): for tests and debugging.
+    fn _stats(&self) -> PyResult<(usize, usize, usize)> {
+        let st = lock(&self.state)?;
+        Ok((st.ready.len(), st.timers.len(), st.io.len()))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(st) = try_lock(&self.state) {
+            for h in &st.ready {
+                visit.call(h)?;
+            }
+            for t in st.timers.iter() {
+                visit.call(t)?;
+            }
+            for e in st.io.values() {
+                visit.call(&e.reader)?;
+                visit.call(&e.writer)?;
+            }
+        }
+        if let Some(f) = try_lock(&self.task_factory) {
+            visit.call(&*f)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let taken = try_lock(&self.state).map(|mut st| std::mem::take(&mut *st));
+        let factory = try_lock(&self.task_factory).and_then(|mut f| f.take());
+        drop(taken);
+        drop(factory);
+    }
+}

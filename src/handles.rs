@@ -1,0 +1,376 @@
+//! `Handle` and `TimerHandle`: the callback objects that `call_soon`, `call_later`,
+//! `call_at` and `add_reader`/`add_writer` return, with the stdlib's public behaviour.
+//!
+//! A handle holds no reference to its loop (so no reference cycle through the loop); what it
+//! needs from the loop (the debug flag, the count of cancelled timers) is shared in
+//! `LoopShared`.
+
+use crate::sync::lock;
+use pyo3::basic::CompareOp;
+use pyo3::prelude::*;
+use pyo3::types::{PyFloat, PyList, PyTuple};
+use pyo3::{ffi, intern, PyTraverseError, PyVisit};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What a loop shares with the handles it creates.
+#[derive(Default)]
+pub struct LoopShared {
+    pub debug: AtomicBool,
+    /// Timers cancelled while still in the queue; drives the queue clean-up.
+    pub cancelled_timers: AtomicUsize,
+}
+
+struct HandleData {
+    func: Option<Py<PyAny>>,
+    args: Option<Py<PyTuple>>,
+    context: Option<Py<PyAny>>,
+    source_traceback: Option<Py<PyAny>>,
+    /// Representation frozen at cancel time in debug mode (the callback is gone after).
+    repr: Option<String>,
+}
+
+#[pyclass(module = "swordfish._native", subclass, frozen, weakref)]
+pub struct Handle {
+    data: Mutex<HandleData>,
+    cancelled: AtomicBool,
+    shared: Arc<LoopShared>,
+}
+
+/// A callback that raised: what the loop needs to report it.
+pub struct Failure {
+    pub err: PyErr,
+    pub func: Py<PyAny>,
+    pub args: Py<PyTuple>,
+}
+
+impl Handle {
+    /// `context` None means "a copy of the current context", as in the stdlib.
+    pub fn new(
+        py: Python<'_>,
+        func: Py<PyAny>,
+        args: Py<PyTuple>,
+        context: Option<Py<PyAny>>,
+        shared: &Arc<LoopShared>,
+    ) -> PyResult<Self> {
+        let context = match context {
+            Some(c) => c,
+            None => copy_context(py)?,
+        };
+        Ok(Handle {
+            data: Mutex::new(HandleData {
+                func: Some(func),
+                args: Some(args),
+                context: Some(context),
+                source_traceback: None,
+                repr: None,
+            }),
+            cancelled: AtomicBool::new(false),
+            shared: shared.clone(),
+        })
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// Cancel from Rust (replaced or removed watchers).
+    pub fn cancel_py(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Handle::cancel_impl(slf).map(|_| ())
+    }
+
+    pub fn set_source_traceback(&self, tb: Option<Py<PyAny>>) -> PyResult<()> {
+        lock(&self.data)?.source_traceback = tb;
+        Ok(())
+    }
+
+    /// Mark cancelled and release the callback. Returns false when it already was.
+    fn cancel_impl(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        let this = slf.get();
+        if this.cancelled.swap(true, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        let frozen_repr = if this.shared.debug.load(Ordering::Relaxed) {
+            Some(handle_repr(slf.as_any(), this, None)?)
+        } else {
+            None
+        };
+        let (func, args) = {
+            let mut d = lock(&this.data)?;
+            if frozen_repr.is_some() {
+                d.repr = frozen_repr;
+            }
+            (d.func.take(), d.args.take())
+        };
+        drop((func, args)); // outside the lock: dropping may run Python code
+        Ok(true)
+    }
+
+    /// Run the callback in its context. `Ok(false)` when there was nothing to run.
+    pub fn run(&self, py: Python<'_>) -> Result<bool, Failure> {
+        if self.is_cancelled() {
+            return Ok(false);
+        }
+        let taken = match lock(&self.data) {
+            Ok(d) => {
+                let cb = match (&d.func, &d.args) {
+                    (Some(f), Some(a)) => Some((f.clone_ref(py), a.clone_ref(py))),
+                    _ => None,
+                };
+                cb.map(|(f, a)| (f, a, d.context.as_ref().map(|c| c.clone_ref(py))))
+            }
+            Err(err) => {
+                return Err(Failure { err, func: py.None(), args: PyTuple::empty(py).unbind() })
+            }
+        };
+        let Some((func, args, context)) = taken else { return Ok(false) };
+        let result = match &context {
+            Some(ctx) => run_in_context(py, ctx, &func, &args),
+            None => call(py, &func, &args),
+        };
+        match result {
+            Ok(()) => Ok(true),
+            Err(err) => Err(Failure { err, func, args }),
+        }
+    }
+}
+
+fn call(py: Python<'_>, func: &Py<PyAny>, args: &Py<PyTuple>) -> PyResult<()> {
+    let args = args.bind(py);
+    if args.is_empty() {
+        func.call0(py)?;
+    } else {
+        func.call1(py, args)?;
+    }
+    Ok(())
+}
+
+fn run_in_context(
+    py: Python<'_>,
+    ctx: &Py<PyAny>,
+    func: &Py<PyAny>,
+    args: &Py<PyTuple>,
+) -> PyResult<()> {
+    // Same as `ctx.run(func, *args)` without building a bound method and an argument tuple.
+    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let result = call(py, func, args);
+    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
+        let exit_err = PyErr::fetch(py);
+        return result.and(Err(exit_err));
+    }
+    result
+}
+
+pub fn copy_context(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    unsafe {
+        let ptr = ffi::PyContext_CopyCurrent();
+        Bound::from_owned_ptr_or_err(py, ptr).map(Bound::unbind)
+    }
+}
+
+/// `<Handle cb(args) at file:line>`, the stdlib's format.
+fn handle_repr(obj: &Bound<'_, PyAny>, this: &Handle, when: Option<f64>) -> PyResult<String> {
+    let py = obj.py();
+    let (func, args, tb, frozen) = {
+        let d = lock(&this.data)?;
+        (
+            d.func.as_ref().map(|f| f.clone_ref(py)),
+            d.args.as_ref().map(|a| a.clone_ref(py)),
+            d.source_traceback.as_ref().map(|t| t.clone_ref(py)),
+            d.repr.clone(),
+        )
+    };
+    if let Some(r) = frozen {
+        return Ok(r);
+    }
+    let mut info = vec![obj.get_type().name()?.to_string()];
+    if this.is_cancelled() {
+        info.push("cancelled".to_owned());
+    }
+    if let Some(when) = when {
+        info.push(format!("when={}", PyFloat::new(py, when).repr()?));
+    }
+    if let (Some(func), Some(args)) = (func, args) {
+        let helpers = py.import(intern!(py, "asyncio.format_helpers"))?;
+        let src = helpers.call_method1(intern!(py, "_format_callback_source"), (func, args))?;
+        info.push(src.extract::<String>()?);
+    }
+    if let Some(tb) = tb {
+        let tb = tb.bind(py);
+        if let Ok(list) = tb.cast::<PyList>() {
+            if !list.is_empty() {
+                let frame = list.get_item(list.len() - 1)?;
+                let file = frame.get_item(0)?;
+                let line = frame.get_item(1)?;
+                info.push(format!("created at {file}:{line}"));
+            }
+        }
+    }
+    Ok(format!("<{}>", info.join(" ")))
+}
+
+#[pymethods]
+impl Handle {
+    fn cancel(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Handle::cancel_impl(slf).map(|_| ())
+    }
+
+    fn cancelled(&self) -> bool {
+        self.is_cancelled()
+    }
+
+    fn get_context(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(lock(&self.data)?.context.as_ref().map_or_else(|| py.None(), |c| c.clone_ref(py)))
+    }
+
+    #[getter]
+    fn _cancelled(&self) -> bool {
+        self.is_cancelled()
+    }
+
+    #[getter]
+    fn _callback(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(lock(&self.data)?.func.as_ref().map_or_else(|| py.None(), |f| f.clone_ref(py)))
+    }
+
+    #[getter]
+    fn _args(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(lock(&self.data)?
+            .args
+            .as_ref()
+            .map_or_else(|| py.None(), |a| a.clone_ref(py).into_any()))
+    }
+
+    #[getter]
+    fn _context(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.get_context(py)
+    }
+
+    #[getter(_source_traceback)]
+    fn source_traceback(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(lock(&self.data)?
+            .source_traceback
+            .as_ref()
+            .map_or_else(|| py.None(), |t| t.clone_ref(py)))
+    }
+
+    #[setter(_source_traceback)]
+    fn set_source_traceback_attr(&self, value: Option<Py<PyAny>>) -> PyResult<()> {
+        self.set_source_traceback(value)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        handle_repr(slf.as_any(), slf.get(), None)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(d) = crate::sync::try_lock(&self.data) {
+            visit.call(&d.func)?;
+            if let Some(a) = &d.args {
+                visit.call(a)?;
+            }
+            visit.call(&d.context)?;
+            visit.call(&d.source_traceback)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Some(mut d) = crate::sync::try_lock(&self.data) {
+            let taken = (d.func.take(), d.args.take(), d.context.take(), d.source_traceback.take());
+            drop(d);
+            drop(taken);
+        }
+    }
+}
+
+#[pyclass(module = "swordfish._native", extends = Handle, frozen)]
+pub struct TimerHandle {
+    when: f64,
+    /// True while the timer sits in its loop's queue.
+    scheduled: AtomicBool,
+}
+
+impl TimerHandle {
+    pub fn new(when: f64) -> Self {
+        TimerHandle { when, scheduled: AtomicBool::new(true) }
+    }
+
+    pub fn when_value(&self) -> f64 {
+        self.when
+    }
+
+    pub fn unschedule(&self) -> bool {
+        self.scheduled.swap(false, Ordering::AcqRel)
+    }
+}
+
+#[pymethods]
+impl TimerHandle {
+    fn when(&self) -> f64 {
+        self.when
+    }
+
+    #[getter]
+    fn _when(&self) -> f64 {
+        self.when
+    }
+
+    #[getter]
+    fn _scheduled(&self) -> bool {
+        self.scheduled.load(Ordering::Relaxed)
+    }
+
+    fn cancel(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let base = slf.as_super();
+        if !base.get().is_cancelled() && slf.get().scheduled.load(Ordering::Relaxed) {
+            base.get().shared.cancelled_timers.fetch_add(1, Ordering::Relaxed);
+        }
+        Handle::cancel_impl(base).map(|_| ())
+    }
+
+    fn __hash__(&self) -> isize {
+        // hash(float) semantics are not needed; a stable hash of the deadline is.
+        let bits = self.when.to_bits();
+        (bits ^ (bits >> 32)) as isize
+    }
+
+    fn __richcmp__(
+        slf: &Bound<'_, Self>,
+        other: &Bound<'_, PyAny>,
+        op: CompareOp,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let Ok(other) = other.cast::<TimerHandle>() else {
+            return Ok(py.NotImplemented());
+        };
+        let (a, b) = (slf.get().when, other.get().when);
+        let equal = || -> PyResult<bool> {
+            if a != b {
+                return Ok(false);
+            }
+            let (x, y) = (slf.as_super(), other.as_super());
+            if x.get().is_cancelled() != y.get().is_cancelled() {
+                return Ok(false);
+            }
+            let (xc, yc) = (Handle::_callback(x.get(), py)?, Handle::_callback(y.get(), py)?);
+            let (xa, ya) = (Handle::_args(x.get(), py)?, Handle::_args(y.get(), py)?);
+            Ok(xc.bind(py).eq(yc)? && xa.bind(py).eq(ya)?)
+        };
+        let result = match op {
+            CompareOp::Lt => a < b,
+            CompareOp::Gt => a > b,
+            CompareOp::Le => a < b || equal()?,
+            CompareOp::Ge => a > b || equal()?,
+            CompareOp::Eq => equal()?,
+            CompareOp::Ne => !equal()?,
+        };
+        Ok(pyo3::types::PyBool::new(py, result).to_owned().into_any().unbind())
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        handle_repr(slf.as_any(), slf.as_super().get(), Some(slf.get().when))
+    }
+}

@@ -1,0 +1,32 @@
+//! swordfish's native core: the event loop's scheduling, timers and I/O reactor.
+
+mod clock;
+mod event_loop;
+mod handles;
+mod pyutil;
+mod reactor;
+mod sync;
+mod timers;
+
+use pyo3::prelude::*;
+
+/// The loop's clock (CLOCK_MONOTONIC), in seconds.
+#[pyfunction]
+fn monotonic() -> f64 {
+    clock::monotonic()
+}
+
+#[pyfunction]
+fn clock_resolution() -> f64 {
+    clock::resolution()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<event_loop::LoopCore>()?;
+    m.add_class::<handles::Handle>()?;
+    m.add_class::<handles::TimerHandle>()?;
+    m.add_function(wrap_pyfunction!(monotonic, m)?)?;
+    m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;
+    Ok(())
+}
