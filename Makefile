@@ -29,10 +29,12 @@ $(VENV)/.deps: requirements-dev.txt
 venv: $(VENV)/.deps
 
 build: venv
-	$(VENV)/bin/maturin develop --release --quiet
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet
 
+# A target dir of its own: maturin builds the extension with other settings, and sharing
+# one directory would rebuild PyO3 on every switch.
 cargo-test: venv
-	cargo test --release --quiet
+	CARGO_TARGET_DIR=target/cargo-test cargo test --release --quiet
 
 pytest: build
 	$(VPY) -m pytest -q

@@ -21,6 +21,10 @@ use std::time::Duration;
 
 /// The stdlib caps a single select() at one day.
 const MAX_POLL_SECONDS: f64 = 86400.0;
+/// While callbacks are ready the loop still polls for I/O (without waiting), but at most once
+/// per this many seconds: a chain of callbacks then costs no system call per iteration, and
+/// I/O waits at most this long behind ready callbacks.
+const BUSY_POLL_INTERVAL: f64 = 250e-6;
 /// Clean the timer queue when more than this many timers are queued and more than half of
 /// them are cancelled (the stdlib's policy).
 const MIN_TIMERS_FOR_CLEANUP: usize = 100;
@@ -45,6 +49,8 @@ struct State {
     /// Descriptors that fired in the last iteration and must be re-armed before polling.
     rearm: Vec<RawFd>,
     stopping: bool,
+    /// When the poller was last asked for events.
+    last_poll: f64,
 }
 
 #[pyclass(module = "swordfish._native", subclass, frozen)]
@@ -249,16 +255,9 @@ impl LoopCore {
         let this = slf.get();
         let py = slf.py();
 
-        let (timeout, cancelled_timers) = {
+        let (poll, timeout, cancelled_timers) = {
             let mut st = lock(&this.state)?;
             let cancelled = this.clean_timers(py, &mut st);
-            for fd in std::mem::take(&mut st.rearm) {
-                if let Some(entry) = st.io.get(&fd) {
-                    let i = entry.interest();
-                    // A failure means the fd was closed behind our back: nothing to wait for.
-                    let _ = reactor::update(&this.registry, fd, i, i);
-                }
-            }
             let timeout = if !st.ready.is_empty() || st.stopping {
                 Some(Duration::ZERO)
             } else if let Some((when, _)) = st.timers.peek() {
@@ -267,29 +266,40 @@ impl LoopCore {
             } else {
                 None
             };
-            if timeout != Some(Duration::ZERO) {
-                this.parked.store(true, Ordering::SeqCst);
+            let now = monotonic();
+            let poll = timeout != Some(Duration::ZERO) || now - st.last_poll >= BUSY_POLL_INTERVAL;
+            if poll {
+                st.last_poll = now;
+                for fd in std::mem::take(&mut st.rearm) {
+                    if let Some(entry) = st.io.get(&fd) {
+                        let i = entry.interest();
+                        // A failure means the fd was closed behind our back: nothing to wait for.
+                        let _ = reactor::update(&this.registry, fd, i, i);
+                    }
+                }
+                if timeout != Some(Duration::ZERO) {
+                    this.parked.store(true, Ordering::SeqCst);
+                }
             }
-            (timeout, cancelled)
+            (poll, timeout, cancelled)
         };
         drop(cancelled_timers);
 
-        let poll_result = {
+        let events = if poll {
             let mut guard = lock(&this.poller)?;
             let poller: &mut Poller = &mut guard;
-            if timeout == Some(Duration::ZERO) {
+            let result = if timeout == Some(Duration::ZERO) {
                 poller.poll(timeout)
             } else {
                 let r = py.detach(|| poller.poll(timeout));
                 this.parked.store(false, Ordering::SeqCst);
                 r
-            }
-            .map(|()| {
-                let events: Vec<(RawFd, bool, bool)> = poller.ready().collect();
-                events
-            })
+            };
+            result.map_err(|e| os_error(py, e))?;
+            poller.ready().collect::<Vec<(RawFd, bool, bool)>>()
+        } else {
+            Vec::new()
         };
-        let events = poll_result.map_err(|e| os_error(py, e))?;
         // Run Python-level signal handlers now (a signal interrupts the poll).
         py.check_signals()?;
 
@@ -345,17 +355,28 @@ impl LoopCore {
         };
         drop(stale);
 
-        let ntodo = lock(&this.state)?.ready.len();
+        // Exactly the callbacks ready now run in this iteration; what they schedule waits for
+        // the next one. Taken in one batch; handles cancelled meanwhile are skipped by `run`.
+        let batch: Vec<Py<Handle>> = lock(&this.state)?.ready.drain(..).collect();
         let debug = this.debug();
-        for _ in 0..ntodo {
-            let Some(handle) = lock(&this.state)?.ready.pop_front() else { break };
+        let mut batch = batch.into_iter();
+        while let Some(handle) = batch.next() {
             let outcome = if debug {
                 Self::run_debug(slf, &handle)
             } else {
                 handle.get().run(py)
             };
             if let Err(failure) = outcome {
-                Self::report(slf, &handle, failure)?;
+                if let Err(err) = Self::report(slf, &handle, failure) {
+                    // Leaving the loop (KeyboardInterrupt, SystemExit): what did not run yet
+                    // stays first in line, as in the stdlib.
+                    let rest: Vec<Py<Handle>> = batch.collect();
+                    let mut st = lock(&this.state)?;
+                    for h in rest.into_iter().rev() {
+                        st.ready.push_front(h);
+                    }
+                    return Err(err);
+                }
             }
         }
         Ok(())

@@ -13,6 +13,8 @@ import warnings
 from asyncio import futures
 from asyncio.log import logger
 
+from ._compat import PY311
+
 
 def _is_ip_literal(host):
     if isinstance(host, bytes):
@@ -93,7 +95,15 @@ class ExecutorMixin:
 
     def set_default_executor(self, executor):
         if not isinstance(executor, concurrent.futures.ThreadPoolExecutor):
-            raise TypeError("executor must be ThreadPoolExecutor")
+            if not PY311:  # 3.10 only deprecates other executors
+                warnings.warn(
+                    "Using the default executor that is not an instance of ThreadPoolExecutor "
+                    "is deprecated and will be prohibited in Python 3.9",
+                    DeprecationWarning,
+                    2,
+                )
+            else:
+                raise TypeError("executor must be ThreadPoolExecutor instance")
         self._default_executor = executor
 
     async def shutdown_default_executor(self, timeout=None):

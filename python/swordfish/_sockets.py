@@ -29,12 +29,6 @@ def _check_socket(sock):
         raise ValueError("the socket must be non-blocking")
 
 
-def _accept(sock):
-    conn, address = sock.accept()
-    conn.setblocking(False)
-    return conn, address
-
-
 def _release(remove, fd, handle, fut):
     # A replaced watcher is cancelled; only remove the one this operation installed.
     if not handle.cancelled():
@@ -42,14 +36,15 @@ def _release(remove, fd, handle, fut):
 
 
 class SocketsMixin:
-    async def _sock_op(self, sock, writing, op, *args):
-        """Run the non-blocking `op(*args)`, waiting for readiness while it would block."""
+    async def _sock_op(self, sock, writing, method, *args):
+        """Run the non-blocking `sock.<method>(*args)`, waiting for readiness while it would
+        block. The method is looked up on every attempt, as the stdlib does."""
         try:
-            return op(*args)
+            return getattr(sock, method)(*args)
         except _WOULD_BLOCK:
             pass
         fut = self.create_future()
-        self._watch_until_done(sock.fileno(), writing, fut, self._retry_sock_op, fut, op, args)
+        self._watch_until_done(sock.fileno(), writing, fut, self._retry_sock_op, fut, sock, method, args)
         try:
             return await fut
         finally:
@@ -64,11 +59,11 @@ class SocketsMixin:
             fut.add_done_callback(functools.partial(_release, self.remove_reader, fd, handle))
 
     @staticmethod
-    def _retry_sock_op(fut, op, args):
+    def _retry_sock_op(fut, sock, method, args):
         if fut.done():
             return
         try:
-            result = op(*args)
+            result = getattr(sock, method)(*args)
         except _WOULD_BLOCK:
             return
         except (SystemExit, KeyboardInterrupt):
@@ -80,29 +75,31 @@ class SocketsMixin:
 
     async def sock_recv(self, sock, n):
         _check_socket(sock)
-        return await self._sock_op(sock, False, sock.recv, n)
+        return await self._sock_op(sock, False, "recv", n)
 
     async def sock_recv_into(self, sock, buf):
         _check_socket(sock)
-        return await self._sock_op(sock, False, sock.recv_into, buf)
+        return await self._sock_op(sock, False, "recv_into", buf)
 
     async def sock_recvfrom(self, sock, bufsize):
         _check_socket(sock)
-        return await self._sock_op(sock, False, sock.recvfrom, bufsize)
+        return await self._sock_op(sock, False, "recvfrom", bufsize)
 
     async def sock_recvfrom_into(self, sock, buf, nbytes=0):
         _check_socket(sock)
         if not nbytes:
             nbytes = len(buf)
-        return await self._sock_op(sock, False, sock.recvfrom_into, buf, nbytes)
+        return await self._sock_op(sock, False, "recvfrom_into", buf, nbytes)
 
     async def sock_sendto(self, sock, data, address):
         _check_socket(sock)
-        return await self._sock_op(sock, True, sock.sendto, data, address)
+        return await self._sock_op(sock, True, "sendto", data, address)
 
     async def sock_accept(self, sock):
         _check_socket(sock)
-        return await self._sock_op(sock, False, _accept, sock)
+        conn, address = await self._sock_op(sock, False, "accept")
+        conn.setblocking(False)
+        return conn, address
 
     async def sock_sendall(self, sock, data):
         _check_socket(sock)

@@ -1,0 +1,119 @@
+"""Which modules of CPython's ``test.test_asyncio`` the conformance run uses.
+
+This file is data.  Each ``Module`` says how one test module is put under
+the loop being checked:
+
+* a *plain* module is loaded whole: its tests reach the loop through the
+  event loop policy (``asyncio.new_event_loop()``, ``asyncio.run()``,
+  ``IsolatedAsyncioTestCase``), which the child process replaces;
+* a module with ``generic_mixins`` defines loop-generic test mixins plus one
+  concrete class per selector (``SelectEventLoopTests``, ...).  Those
+  concrete classes are dropped, and one class named ``generic_class`` is
+  synthesized from the mixins whose ``create_event_loop()`` returns the loop
+  being checked.  The module's other classes (``HandleTests``,
+  ``PolicyTests``, ...) are kept.
+* ``deferred_mixins`` are loop-generic mixins left out for now (with the
+  reason); any class built on them is dropped as well.
+* ``exclude_tests`` maps a test-id pattern (``fnmatch``, matched against the
+  full id) to the reason the test is not run.
+
+Modules with ``default=False`` only run when named with ``--modules``.
+To enable the transport modules once swordfish has transports, flip
+``default`` to True (and move ``SubprocessTestsMixin`` of test_events into
+``generic_mixins``).
+"""
+
+from dataclasses import dataclass, field
+
+PACKAGE = "test.test_asyncio"
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    default: bool = True
+    why_deferred: str = ""
+    generic_mixins: tuple = ()
+    generic_class: str = ""
+    deferred_mixins: dict = field(default_factory=dict)
+    exclude_tests: dict = field(default_factory=dict)
+
+    @property
+    def qualname(self):
+        return f"{PACKAGE}.{self.name}"
+
+
+TRANSPORTS = "needs transports (not implemented in swordfish yet)"
+
+MODULES = [
+    Module("test_tasks"),
+    Module("test_futures"),
+    Module("test_futures2"),
+    Module("test_locks"),
+    Module("test_queues"),
+    Module("test_taskgroups"),          # 3.11+
+    Module("test_timeouts"),            # 3.11+
+    Module("test_waitfor"),
+    Module("test_runners"),
+    Module("test_context"),
+    Module("test_pep492"),
+    Module("test_threads"),
+    Module("test_eager_task_factory"),  # 3.12+
+    Module("test_staggered"),           # 3.13+
+    Module(
+        "test_sock_lowlevel",
+        generic_mixins=("BaseSockTestsMixin",),
+        generic_class="GenericSockTests",
+    ),
+    Module(
+        "test_events",
+        generic_mixins=("EventLoopTestsMixin",),
+        generic_class="GenericEventLoopTests",
+        deferred_mixins={
+            "SubprocessTestsMixin":
+                "subprocess transports are not implemented in swordfish yet "
+                "(the selector classes also attach a child watcher in "
+                "UnixEventLoopTestsMixin.setUp, 3.12-3.13)",
+        },
+    ),
+    # Transport modules: run them now with --modules NAME.
+    Module("test_streams", default=False, why_deferred=TRANSPORTS),
+    Module("test_server", default=False, why_deferred=TRANSPORTS),
+    Module("test_sendfile", default=False, why_deferred=TRANSPORTS),
+    Module("test_ssl", default=False, why_deferred=TRANSPORTS),
+    Module("test_subprocess", default=False, why_deferred=TRANSPORTS),
+    Module("test_unix_events", default=False,
+           why_deferred=TRANSPORTS + "; most of it also tests the internals "
+           "of asyncio's _UnixSelectorEventLoop and child watchers"),
+    Module("test_buffered_proto", default=False, why_deferred=TRANSPORTS),
+    Module("test_protocols", default=False, why_deferred=TRANSPORTS),
+    Module("test_transports", default=False, why_deferred=TRANSPORTS),
+]
+
+# Modules of test.test_asyncio that are never run, and why.
+NOT_APPLICABLE = {
+    "test_base_events": "tests asyncio.BaseEventLoop's own implementation "
+                        "(instantiates it and mocks its private methods)",
+    "test_selector_events": "tests the internals of asyncio's "
+                            "SelectorEventLoop and selector transports",
+    "test_sslproto": "tests the internals of asyncio.sslproto with mocks",
+    "test_proactor_events": "Windows proactor internals",
+    "test_windows_events": "Windows only",
+    "test_windows_utils": "Windows only",
+}
+
+BY_NAME = {m.name: m for m in MODULES}
+
+
+def select(names=None):
+    """The modules to run: the defaults, or the named ones ('all' = every
+    module in MODULES)."""
+    if not names:
+        return [m for m in MODULES if m.default]
+    if names == ["all"]:
+        return list(MODULES)
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        raise SystemExit(f"conformance: unknown module(s): {', '.join(unknown)}"
+                         f" (known: {', '.join(BY_NAME)})")
+    return [BY_NAME[n] for n in names]
