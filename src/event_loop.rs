@@ -21,10 +21,6 @@ use std::time::Duration;
 
 /// The stdlib caps a single select() at one day.
 const MAX_POLL_SECONDS: f64 = 86400.0;
-/// While callbacks are ready the loop still polls for I/O (without waiting), but at most once
-/// per this many seconds: a chain of callbacks then costs no system call per iteration, and
-/// I/O waits at most this long behind ready callbacks.
-const BUSY_POLL_INTERVAL: f64 = 250e-6;
 /// Clean the timer queue when more than this many timers are queued and more than half of
 /// them are cancelled (the stdlib's policy).
 const MIN_TIMERS_FOR_CLEANUP: usize = 100;
@@ -49,8 +45,6 @@ struct State {
     /// Descriptors that fired in the last iteration and must be re-armed before polling.
     rearm: Vec<RawFd>,
     stopping: bool,
-    /// When the poller was last asked for events.
-    last_poll: f64,
 }
 
 #[pyclass(module = "swordfish._native", subclass, frozen)]
@@ -255,9 +249,16 @@ impl LoopCore {
         let this = slf.get();
         let py = slf.py();
 
-        let (poll, timeout, cancelled_timers) = {
+        let (timeout, cancelled_timers) = {
             let mut st = lock(&this.state)?;
             let cancelled = this.clean_timers(py, &mut st);
+            for fd in std::mem::take(&mut st.rearm) {
+                if let Some(entry) = st.io.get(&fd) {
+                    let i = entry.interest();
+                    // A failure means the fd was closed behind our back: nothing to wait for.
+                    let _ = reactor::update(&this.registry, fd, i, i);
+                }
+            }
             let timeout = if !st.ready.is_empty() || st.stopping {
                 Some(Duration::ZERO)
             } else if let Some((when, _)) = st.timers.peek() {
@@ -266,26 +267,17 @@ impl LoopCore {
             } else {
                 None
             };
-            let now = monotonic();
-            let poll = timeout != Some(Duration::ZERO) || now - st.last_poll >= BUSY_POLL_INTERVAL;
-            if poll {
-                st.last_poll = now;
-                for fd in std::mem::take(&mut st.rearm) {
-                    if let Some(entry) = st.io.get(&fd) {
-                        let i = entry.interest();
-                        // A failure means the fd was closed behind our back: nothing to wait for.
-                        let _ = reactor::update(&this.registry, fd, i, i);
-                    }
-                }
-                if timeout != Some(Duration::ZERO) {
-                    this.parked.store(true, Ordering::SeqCst);
-                }
+            if timeout != Some(Duration::ZERO) {
+                this.parked.store(true, Ordering::SeqCst);
             }
-            (poll, timeout, cancelled)
+            (timeout, cancelled)
         };
         drop(cancelled_timers);
 
-        let events = if poll {
+        // Every iteration polls, as the stdlib does: I/O that is ready is seen at the next
+        // iteration even while callbacks keep the ready queue busy. Only a waiting poll
+        // releases the GIL.
+        let events = {
             let mut guard = lock(&this.poller)?;
             let poller: &mut Poller = &mut guard;
             let result = if timeout == Some(Duration::ZERO) {
@@ -297,8 +289,6 @@ impl LoopCore {
             };
             result.map_err(|e| os_error(py, e))?;
             poller.ready().collect::<Vec<(RawFd, bool, bool)>>()
-        } else {
-            Vec::new()
         };
         // Run Python-level signal handlers now (a signal interrupts the poll).
         py.check_signals()?;

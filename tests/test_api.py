@@ -9,7 +9,6 @@ import io
 import os
 import socket
 import sys
-import threading
 import time
 import unittest
 import warnings

@@ -235,10 +235,10 @@ def _busy(seconds):
 def test_slow_callback_warning_in_debug(loop, caplog):
     caplog.set_level(logging.DEBUG, logger="asyncio")
     loop.set_debug(True)
-    loop.slow_callback_duration = 0.02
+    loop.slow_callback_duration = 0.05
 
     def slow_cb():
-        _busy(0.05)
+        _busy(0.1)
 
     def fast_cb():
         pass

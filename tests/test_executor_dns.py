@@ -4,7 +4,6 @@ import asyncio
 import concurrent.futures
 import socket
 import threading
-import warnings
 
 import pytest
 

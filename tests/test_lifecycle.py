@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from conftest import PY, run_on, skip_asyncio_before
+from conftest import run_on, skip_asyncio_before
 
 
 async def _noop():

@@ -146,20 +146,49 @@ def test_reader_and_writer_on_same_fd(loop, socketpair):
 
     async def main():
         reads = loop.create_future()
+        wrote = loop.create_future()
         writes = []
-        loop.add_writer(a, writes.append, 1)
+
+        def on_writable():
+            writes.append(1)
+            if not wrote.done():
+                wrote.set_result(None)
+
+        loop.add_writer(a, on_writable)
         loop.add_reader(a, lambda: reads.done() or reads.set_result(a.recv(10)))
-        await spin(3)
-        assert writes, "writer did not fire"
+        await wait_for_future(wrote)
         assert loop.remove_writer(a) is True
         n = len(writes)
         b.send(b"both")
         assert await wait_for_future(reads) == b"both"
-        await spin(3)
+        await asyncio.sleep(0.01)
         assert len(writes) == n  # writer really removed, reader unaffected
         assert loop.remove_reader(a) is True
 
     run_on(loop, main())
+
+
+def test_io_is_polled_on_every_iteration(loop, socketpair):
+    """The stdlib polls for I/O (with a zero timeout) on every iteration, even
+    while callbacks are ready: a ready fd's callback runs within two
+    ``await asyncio.sleep(0)`` of being registered, however fast they are."""
+    a, b = socketpair()
+
+    async def main():
+        fired = []
+        loop.add_writer(a, fired.append, "w")
+        for _ in range(2):
+            await asyncio.sleep(0)
+        loop.remove_writer(a)
+        got = loop.create_future()
+        loop.add_reader(a, lambda: got.done() or got.set_result(True))
+        b.send(b"x")
+        for _ in range(2):
+            await asyncio.sleep(0)
+        loop.remove_reader(a)
+        return fired[:1], got.done()
+
+    assert run_on(loop, main()) == (["w"], True)
 
 
 def test_remove_reader_keeps_writer(loop, socketpair):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import PY, child_env, require_swordfish, run_on
+from conftest import PY, child_env, run_on
 
 
 @pytest.fixture(autouse=True)

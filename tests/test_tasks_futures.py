@@ -6,7 +6,6 @@ import concurrent.futures
 import contextvars
 import gc
 import re
-import sys
 import threading
 
 import pytest

@@ -33,7 +33,7 @@ def test_time_advances_at_real_rate(loop):
     while time.monotonic() - m0 < 0.05:
         pass
     t1, m1 = loop.time(), time.monotonic()
-    assert abs((t1 - t0) - (m1 - m0)) < 0.005
+    assert abs((t1 - t0) - (m1 - m0)) < 0.02
 
 
 def test_swordfish_clock_resolution_is_1us_or_better(sf_loop):

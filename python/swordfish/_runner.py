@@ -4,7 +4,7 @@ import asyncio
 import signal
 import threading
 
-from ._compat import PY311
+from ._compat import PY311, PY312
 from ._loop import Loop
 
 
@@ -27,6 +27,11 @@ def install():
 
 def run(main, *, debug=None):
     """Run coroutine `main` on a new swordfish loop and return its result, like `asyncio.run`."""
+    if PY312:
+        return asyncio.run(main, debug=debug, loop_factory=new_event_loop)
+    if asyncio.events._get_running_loop() is not None:
+        # Checked before a loop exists, so that nothing is left to clean up.
+        raise RuntimeError("swordfish.run() cannot be called from a running event loop")
     if PY311:
         with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
             return runner.run(main)
@@ -56,8 +61,6 @@ def _cancel_all_tasks(loop):
 def _run_py310(main, debug):
     """asyncio.run for 3.10 (which has no loop_factory), with 3.11's Ctrl-C handling: the
     first SIGINT cancels the main task, and KeyboardInterrupt is raised once it has ended."""
-    if asyncio.events._get_running_loop() is not None:
-        raise RuntimeError("asyncio.run() cannot be called from a running event loop")
     if not asyncio.iscoroutine(main):
         raise ValueError(f"a coroutine was expected, got {main!r}")
     loop = new_event_loop()

@@ -70,18 +70,22 @@ def check_kind(opts, kind):
     return lines[-1] if lines else f"exit status {proc.returncode}"
 
 
-def _log_tail(path, size=65536):
+EXIT_GRACE = 20.0         # seconds a child may take to exit after its last test
+
+
+def _log_since(path, offset, size=65536):
+    """The end of the log, from ``offset`` on (one child's output)."""
     with open(path, "rb") as f:
-        f.seek(max(0, os.path.getsize(path) - size))
+        f.seek(max(offset, os.path.getsize(path) - size))
         return f.read().decode("utf-8", "replace")
 
 
-def _death(rc, log_path):
+def _death(rc, log_text):
     """Why a child ended without finishing: ('timeout'|'crash', message)."""
-    tail = _log_tail(log_path)
-    if rc == 1 and "Timeout (" in tail:
+    if rc == 1 and "Timeout (" in log_text:
         return "timeout", "hung: stopped after the per-test timeout"
-    fatal = [l for l in tail.splitlines() if l.startswith("Fatal Python error")]
+    fatal = [l for l in log_text.splitlines()
+             if l.startswith("Fatal Python error")]
     if rc < 0:
         try:
             how = f"killed by {signal.Signals(-rc).name}"
@@ -92,115 +96,147 @@ def _death(rc, log_path):
     return "crash", how + (f" ({fatal[-1]})" if fatal else "")
 
 
-class _Attempt:
-    """Reads the events one child appended to the events file."""
+class _Events:
+    """Reads, as it grows, the events file the children append to, and
+    applies the events to a ModuleRun.  ``pending``: the test a child
+    started and has not finished; ``seen``: event kinds of this child."""
 
-    def __init__(self, path, offset):
-        self.path, self.offset = path, offset
+    def __init__(self, path, run):
+        self.path, self.run = path, run
+        self.offset = 0
         self.pending = None
         self.seen = set()
 
-    def read(self, run):
+    def next_child(self):
+        self.pending, self.seen = None, set()
+
+    def read(self):
         with open(self.path) as f:
             f.seek(self.offset)
-            lines = f.read().splitlines()
-        for line in lines:
+            data = f.read()
+        complete = data[:data.rfind("\n") + 1]   # a line may be half written
+        self.offset += len(complete.encode())
+        for line in complete.splitlines():
             try:
-                ev = json.loads(line)
-            except ValueError:
+                self._apply(json.loads(line))
+            except (ValueError, KeyError):
                 continue
-            self.seen.add(ev["event"])
-            kind = ev["event"]
-            if kind == "begin":
-                run.python = ev["python"]
-            elif kind == "loop":
-                run.loop_version = ev["version"]
-            elif kind == "meta":
-                run.excluded, run.classes = ev["excluded"], ev["classes"]
-                run.counting = ev["counting"]
-            elif kind == "start":
-                self.pending = ev["id"]
-            elif kind == "result":
-                rec = {k: v for k, v in ev.items() if k not in ("event", "id")}
-                run.tests[ev["id"]] = rec
-                if ev["id"] == self.pending:
-                    self.pending = None
-            elif kind == "done":
-                for name, n in ev.get("shims", {}).items():
-                    run.shims[name] = run.shims.get(name, 0) + n
-            elif kind == "fatal":
-                run.status, run.note = "fatal", f"{ev['stage']}: {ev['message']}"
-            elif kind == "absent":
-                run.status, run.note = "absent", "not in this Python"
-            elif kind == "module-skipped":
-                run.status, run.note = "skipped", ev["message"]
+
+    def _apply(self, ev):
+        run, kind = self.run, ev["event"]
+        self.seen.add(kind)
+        if kind == "begin":
+            run.python = ev["python"]
+        elif kind == "loop":
+            run.loop_version = ev["version"]
+        elif kind == "meta":
+            run.excluded, run.classes = ev["excluded"], ev["classes"]
+            run.counting = ev["counting"]
+        elif kind == "start":
+            self.pending = ev["id"]
+        elif kind == "result":
+            run.tests[ev["id"]] = {k: v for k, v in ev.items()
+                                   if k not in ("event", "id")}
+            if ev["id"] == self.pending:
+                self.pending = None
+        elif kind == "done":
+            for name, n in ev.get("shims", {}).items():
+                run.shims[name] = run.shims.get(name, 0) + n
+        elif kind == "fatal":
+            run.status, run.note = "fatal", f"{ev['stage']}: {ev['message']}"
+        elif kind == "absent":
+            run.status, run.note = "absent", "not in this Python"
+        elif kind == "module-skipped":
+            run.status, run.note = "skipped", ev["message"]
+
+
+def _wait(proc, events, deadline):
+    """Wait for the child, reading its events; kill its process group at
+    the deadline, or when it does not exit soon after its last test.
+    Returns (exit status, why it was killed or None)."""
+    done_at = None
+    while True:
+        try:
+            return proc.wait(timeout=0.5), None
+        except subprocess.TimeoutExpired:
+            pass
+        events.read()
+        now = time.monotonic()
+        if "done" in events.seen and done_at is None:
+            done_at = now
+        why = "budget" if now > deadline else \
+            "exit" if done_at and now - done_at > EXIT_GRACE else None
+        if why:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait(), why
+
+
+def _command(opts, module, kind, tmp, only):
+    cmd = [opts.python, "-m", "conformance.child", "--module", module,
+           "--loop", kind, "--events", os.path.join(tmp, "events.jsonl"),
+           "--skip", os.path.join(tmp, "skip.txt"),
+           "--test-timeout", str(opts.test_timeout)]
+    if not opts.shims:
+        cmd.append("--no-shims")
+    if only is not None:
+        only_file = os.path.join(tmp, "only.txt")
+        with open(only_file, "w") as f:
+            f.write("\n".join(sorted(only)) + "\n")
+        cmd += ["--only", only_file]
+    return cmd
 
 
 def run_module(opts, module, kind, only=None, tag=""):
     """Run one module on one loop kind; ``only``: just these test ids."""
     run = ModuleRun(module=module, kind=kind)
     os.makedirs(opts.log_dir, exist_ok=True)
-    pyver = _pyver(opts.python)
-    run.log = os.path.join(opts.log_dir, f"{pyver}-{kind}-{module}{tag}.log")
+    run.log = os.path.join(opts.log_dir,
+                           f"{_pyver(opts.python)}-{kind}-{module}{tag}.log")
     t0 = time.monotonic()
     notes = []
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, \
             open(run.log, "w") as log:
-        events = os.path.join(tmp, "events.jsonl")
-        open(events, "w").close()
-        skip_file = os.path.join(tmp, "skip.txt")
-        cmd = [opts.python, "-m", "conformance.child", "--module", module,
-               "--loop", kind, "--events", events, "--skip", skip_file,
-               "--test-timeout", str(opts.test_timeout)]
-        if not opts.shims:
-            cmd.append("--no-shims")
-        if only is not None:
-            only_file = os.path.join(tmp, "only.txt")
-            with open(only_file, "w") as f:
-                f.write("\n".join(sorted(only)) + "\n")
-            cmd += ["--only", only_file]
+        cmd = _command(opts, module, kind, tmp, only)
+        events = _Events(os.path.join(tmp, "events.jsonl"), run)
+        open(events.path, "w").close()
         workdir = os.path.join(tmp, "cwd")
         os.mkdir(workdir)
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            with open(skip_file, "w") as f:
+            # a new child skips the tests already done
+            with open(os.path.join(tmp, "skip.txt"), "w") as f:
                 f.write("\n".join(run.tests) + "\n")
-            log.write(f"##### attempt {attempt}: {' '.join(cmd)}\n")
+            log.write(f"##### child {attempt}: {' '.join(cmd)}\n")
             log.flush()
-            reader = _Attempt(events, os.path.getsize(events))
-            budget = opts.module_timeout - (time.monotonic() - t0)
+            log_offset = log.tell()
+            events.next_child()
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=workdir,
                                     env=child_env(), start_new_session=True)
-            try:
-                rc = proc.wait(timeout=max(budget, 1))
-                killed = False
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                rc, killed = proc.wait(), True
-            log.flush()
-            reader.read(run)
-            if "done" in reader.seen:
-                if rc != 0:
-                    notes.append(f"exit status {rc} after the last test")
+            rc, killed = _wait(proc, events, t0 + opts.module_timeout)
+            events.read()
+            if "done" in events.seen:
+                if killed:
+                    notes.append("hung at exit after its last test (killed)")
+                elif rc != 0:
+                    notes.append(f"exit status {rc} after its last test")
                 break
             if killed:
-                if reader.pending:
-                    run.tests[reader.pending] = {
+                if events.pending:
+                    run.tests[events.pending] = {
                         "outcome": "timeout",
-                        "message": "module time budget ran out in this test"}
+                        "message": "the module's time budget ran out in this test"}
                 run.status = "timeout"
                 notes.append(f"killed after {opts.module_timeout:.0f}s")
                 break
             if run.status in ("fatal", "absent", "skipped"):
                 break
-            if reader.pending is None:
+            outcome, message = _death(rc, _log_since(run.log, log_offset))
+            if events.pending is None:
                 run.status = "crash"
-                notes.append(_death(rc, run.log)[1] + " outside any test")
+                notes.append(f"{message} outside any test")
                 break
-            outcome, message = _death(rc, run.log)
-            run.tests[reader.pending] = {"outcome": outcome,
-                                         "message": message}
-            notes.append(f"{outcome} in {reader.pending.rsplit('.', 1)[-1]}")
+            run.tests[events.pending] = {"outcome": outcome, "message": message}
+            notes.append(f"{outcome} in {events.pending.rsplit('.', 1)[-1]}")
         else:
             notes.append(f"gave up after {MAX_ATTEMPTS} children")
     run.note = "; ".join(filter(None, [run.note] + notes))
