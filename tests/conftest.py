@@ -208,12 +208,12 @@ def reset_close(sock):
     sock.close()
 
 
-@pytest.fixture
-def socketpair():
+def _closing(factory):
+    """A fixture body: `make(...)` creates socket pairs, all closed at teardown."""
     pairs = []
 
-    def make(family=socket.AF_UNIX, type=socket.SOCK_STREAM):
-        p = nb_socketpair(family, type)
+    def make(*args, **kwargs):
+        p = factory(*args, **kwargs)
         pairs.append(p)
         return p
 
@@ -221,21 +221,16 @@ def socketpair():
     for a, b in pairs:
         a.close()
         b.close()
+
+
+@pytest.fixture
+def socketpair():
+    yield from _closing(nb_socketpair)
 
 
 @pytest.fixture
 def tcppair():
-    pairs = []
-
-    def make():
-        p = tcp_pair()
-        pairs.append(p)
-        return p
-
-    yield make
-    for a, b in pairs:
-        a.close()
-        b.close()
+    yield from _closing(tcp_pair)
 
 
 def swordfish_pythonpath():

@@ -13,6 +13,7 @@ the same process on the same interpreter; nothing is timed.
 
 import asyncio
 import contextvars
+import contextlib
 import gc
 import sys
 
@@ -79,22 +80,28 @@ def _schedulers(loop):
     }
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _measure(loop, method, n):
     """(pending objects, pending blocks, leftover objects, leftover blocks)
     per callback."""
     schedule = _schedulers(loop)[method]
     gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _gc_paused():
         obj0, blk0 = _snapshot()
         schedule(n)
         obj1, blk1 = _snapshot()
         run_iterations(loop, 2)
         obj2, blk2 = _snapshot()
-    finally:
-        if was_enabled:
-            gc.enable()
     return (
         (obj1 - obj0) / n,
         (blk1 - blk0) / n,
@@ -117,15 +124,10 @@ def _measure_in_running_loop(loop, method, n):
 
 def _measure_running(loop, method, n):
     schedule = _schedulers(loop)[method]
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _gc_paused():
         obj0, blk0 = _snapshot()
         schedule(n)
         obj1, blk1 = _snapshot()
-    finally:
-        if was_enabled:
-            gc.enable()
     return (obj1 - obj0) / n, (blk1 - blk0) / n
 
 
