@@ -3,7 +3,7 @@
 //! not on the hot path (lifecycle bookkeeping, executors, sockets, signals, error reporting).
 
 use crate::clock::monotonic;
-use crate::handles::{Failure, Handle, LoopShared, TimerHandle};
+use crate::handles::{hand_back, hide_from_gc, Failure, Handle, HandleContext, LoopShared, TimerHandle};
 use crate::pyutil::{fileobj_to_fd, os_error, vectorcall_kw};
 use crate::reactor::{self, Poller, WAKER_TOKEN};
 use crate::sync::{lock, try_lock};
@@ -61,6 +61,8 @@ pub struct LoopCore {
     task_factory: Mutex<Option<Py<PyAny>>>,
     future_type: Py<PyAny>,
     task_type: Py<PyAny>,
+    /// `asyncio.futures._set_result_unless_cancelled`, see `new_handle`.
+    context_free_callback: Py<PyAny>,
     kw_loop: Py<PyTuple>,
     kw_loop_name: Py<PyTuple>,
 }
@@ -104,12 +106,20 @@ impl LoopCore {
         context: Option<Bound<'_, PyAny>>,
         source_tb: Option<Py<PyAny>>,
     ) -> PyResult<Handle> {
+        let this = slf.get();
+        let context = match context {
+            Some(c) => HandleContext::Given(c.unbind()),
+            // asyncio.sleep()'s timer callback reads and sets no context variable: the
+            // context copy it would get is never observable, so skip it.
+            None if callback.is(this.context_free_callback.bind(slf.py())) => HandleContext::Unneeded,
+            None => HandleContext::CopyCurrent,
+        };
         let h = Handle::new(
             slf.py(),
             callback.clone().unbind(),
             args.clone().unbind(),
-            context.map(Bound::unbind),
-            &slf.get().shared,
+            context,
+            &this.shared,
         )?;
         if source_tb.is_some() {
             h.set_source_traceback(source_tb)?;
@@ -129,6 +139,9 @@ impl LoopCore {
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, check_thread)?;
         let handle = Py::new(slf.py(), Self::new_handle(slf, callback, args, context, tb)?)?;
+        if !this.debug() {
+            hide_from_gc(handle.bind(slf.py()).as_any());
+        }
         lock(&this.state)?.ready.push_back(handle.clone_ref(slf.py()));
         Ok(handle)
     }
@@ -147,6 +160,9 @@ impl LoopCore {
         let base = Self::new_handle(slf, callback, args, context, tb)?;
         let init = PyClassInitializer::from(base).add_subclass(TimerHandle::new(when));
         let timer = Py::new(slf.py(), init)?;
+        if !this.debug() {
+            hide_from_gc(timer.bind(slf.py()).as_any());
+        }
         lock(&this.state)?.timers.push(when, timer.clone_ref(slf.py()));
         Ok(timer)
     }
@@ -170,6 +186,10 @@ impl LoopCore {
         let fd = fileobj_to_fd(fileobj)?;
         this.check_closed()?;
         let handle = Py::new(py, Self::new_handle(slf, callback, args, None, None)?)?;
+        handle.get().mark_repeating();
+        if !this.debug() {
+            hide_from_gc(handle.bind(py).as_any());
+        }
         let replaced = {
             let mut st = lock(&this.state)?;
             let entry = st.io.entry(fd).or_default();
@@ -192,12 +212,16 @@ impl LoopCore {
                     st.io.remove(&fd);
                 }
                 drop(st);
+                if let Some(h) = &ours {
+                    hand_back(h.bind(py));
+                }
                 drop(ours);
                 return Err(os_error(py, e));
             }
             previous
         };
         if let Some(old) = replaced {
+            hand_back(old.bind(py));
             Handle::cancel_py(old.bind(py))?;
         }
         Ok(handle)
@@ -228,6 +252,7 @@ impl LoopCore {
             if let Err(e) = res {
                 drop(st);
                 if let Some(h) = &removed {
+                    hand_back(h.bind(py));
                     Handle::cancel_py(h.bind(py))?;
                 }
                 return Err(os_error(py, e));
@@ -236,6 +261,7 @@ impl LoopCore {
         };
         match removed {
             Some(h) => {
+                hand_back(h.bind(py));
                 Handle::cancel_py(h.bind(py))?;
                 Ok(true)
             }
@@ -272,6 +298,9 @@ impl LoopCore {
             }
             (timeout, cancelled)
         };
+        for t in &cancelled_timers {
+            hand_back(t.bind(py).as_super());
+        }
         drop(cancelled_timers);
 
         // Every iteration polls, as the stdlib does: I/O that is ready is seen at the next
@@ -343,6 +372,11 @@ impl LoopCore {
             }
             stale
         };
+        for h in &stale {
+            if !h.get().repeats() {
+                hand_back(h.bind(py));
+            }
+        }
         drop(stale);
 
         // Exactly the callbacks ready now run in this iteration; what they schedule waits for
@@ -356,17 +390,22 @@ impl LoopCore {
             } else {
                 handle.get().run(py)
             };
-            if let Err(failure) = outcome {
-                if let Err(err) = Self::report(slf, &handle, failure) {
-                    // Leaving the loop (KeyboardInterrupt, SystemExit): what did not run yet
-                    // stays first in line, as in the stdlib.
-                    let rest: Vec<Py<Handle>> = batch.collect();
-                    let mut st = lock(&this.state)?;
-                    for h in rest.into_iter().rev() {
-                        st.ready.push_front(h);
-                    }
-                    return Err(err);
+            let outcome = match outcome {
+                Err(failure) => Self::report(slf, &handle, failure),
+                Ok(_) => Ok(()),
+            };
+            if !handle.get().repeats() {
+                hand_back(handle.bind(py));
+            }
+            if let Err(err) = outcome {
+                // Leaving the loop (KeyboardInterrupt, SystemExit): what did not run yet
+                // stays first in line, as in the stdlib.
+                let rest: Vec<Py<Handle>> = batch.collect();
+                let mut st = lock(&this.state)?;
+                for h in rest.into_iter().rev() {
+                    st.ready.push_front(h);
                 }
+                return Err(err);
             }
         }
         Ok(())
@@ -455,6 +494,10 @@ impl LoopCore {
             task_factory: Mutex::new(None),
             future_type: asyncio.getattr("Future")?.unbind(),
             task_type: asyncio.getattr("Task")?.unbind(),
+            context_free_callback: py
+                .import("asyncio.futures")?
+                .getattr("_set_result_unless_cancelled")?
+                .unbind(),
             kw_loop: PyTuple::new(py, [PyString::intern(py, "loop")])?.unbind(),
             kw_loop_name: PyTuple::new(
                 py,
@@ -571,10 +614,15 @@ impl LoopCore {
         };
         for t in &timers {
             t.get().unschedule();
+            hand_back(t.bind(py).as_super());
+        }
+        for h in &ready {
+            hand_back(h.bind(py));
         }
         drop((ready, timers));
         for (_, entry) in io {
             for h in [entry.reader, entry.writer].into_iter().flatten() {
+                hand_back(h.bind(py));
                 Handle::cancel_py(h.bind(py))?;
             }
         }
@@ -708,8 +756,21 @@ impl LoopCore {
         Ok(())
     }
 
-    fn __clear__(&self) {
+    fn __clear__(&self, py: Python<'_>) {
         let taken = try_lock(&self.state).map(|mut st| std::mem::take(&mut *st));
+        if let Some(st) = &taken {
+            for h in &st.ready {
+                hand_back(h.bind(py));
+            }
+            for t in st.timers.iter() {
+                hand_back(t.bind(py).as_super());
+            }
+            for e in st.io.values() {
+                for h in [&e.reader, &e.writer].into_iter().flatten() {
+                    hand_back(h.bind(py));
+                }
+            }
+        }
         let factory = try_lock(&self.task_factory).and_then(|mut f| f.take());
         drop(taken);
         drop(factory);

@@ -34,7 +34,19 @@ struct HandleData {
 pub struct Handle {
     data: Mutex<HandleData>,
     cancelled: AtomicBool,
+    /// Reader/writer handles run once per readiness event; the others run once.
+    repeat: AtomicBool,
     shared: Arc<LoopShared>,
+}
+
+/// The context a new handle runs its callback in.
+pub enum HandleContext {
+    /// The given context (`context=` argument).
+    Given(Py<PyAny>),
+    /// A copy of the current context, taken now (the stdlib's default).
+    CopyCurrent,
+    /// No context switch: only for stdlib callbacks that never touch context variables.
+    Unneeded,
 }
 
 /// A callback that raised: what the loop needs to report it.
@@ -50,24 +62,34 @@ impl Handle {
         py: Python<'_>,
         func: Py<PyAny>,
         args: Py<PyTuple>,
-        context: Option<Py<PyAny>>,
+        context: HandleContext,
         shared: &Arc<LoopShared>,
     ) -> PyResult<Self> {
         let context = match context {
-            Some(c) => c,
-            None => copy_context(py)?,
+            HandleContext::Given(c) => Some(c),
+            HandleContext::CopyCurrent => Some(copy_context(py)?),
+            HandleContext::Unneeded => None,
         };
         Ok(Handle {
             data: Mutex::new(HandleData {
                 func: Some(func),
                 args: Some(args),
-                context: Some(context),
+                context,
                 source_traceback: None,
                 repr: None,
             }),
             cancelled: AtomicBool::new(false),
+            repeat: AtomicBool::new(false),
             shared: shared.clone(),
         })
+    }
+
+    pub fn mark_repeating(&self) {
+        self.repeat.store(true, Ordering::Relaxed);
+    }
+
+    pub fn repeats(&self) -> bool {
+        self.repeat.load(Ordering::Relaxed)
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -161,6 +183,27 @@ fn run_in_context(
         return result.and(Err(exit_err));
     }
     result
+}
+
+fn is_gc_tracked(obj: &Bound<'_, PyAny>) -> bool {
+    unsafe { ffi::PyObject_GC_IsTracked(obj.as_ptr()) != 0 }
+}
+
+/// Hide a new handle from the cyclic GC while the loop holds it. Outside debug mode the
+/// loop does this for every handle it creates: at large task counts full collections
+/// dominate run time, and each tracked object waiting in the loop is traversed by every one
+/// of them and brings the next one closer. While the loop holds the handle it is reachable
+/// anyway, so nothing it references can be collected wrongly; `hand_back` returns it to the
+/// GC when it leaves the loop (run, dropped as cancelled, removed, or the loop closed).
+pub fn hide_from_gc(obj: &Bound<'_, PyAny>) {
+    unsafe { ffi::PyObject_GC_UnTrack(obj.as_ptr().cast()) }
+}
+
+/// Give a handle that leaves the loop back to the cyclic GC (see `hide_from_gc`).
+pub fn hand_back(handle: &Bound<'_, Handle>) {
+    if !is_gc_tracked(handle.as_any()) {
+        unsafe { ffi::PyObject_GC_Track(handle.as_ptr().cast()) }
+    }
 }
 
 pub fn copy_context(py: Python<'_>) -> PyResult<Py<PyAny>> {
