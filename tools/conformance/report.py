@@ -17,7 +17,8 @@ def cell(run):
     if run.status in ("absent", "skipped", "fatal"):
         return run.status
     c = compare.counts(run)
-    return f"{c['passed']}/{c['failed']}/{c['errors']}/{c['skipped']}"
+    text = f"{c['passed']}/{c['failed']}/{c['errors']}/{c['skipped']}"
+    return text if run.status == "ok" else f"{text} ({run.status})"
 
 
 def _totals(results, kind):
