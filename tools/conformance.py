@@ -78,7 +78,8 @@ def main(argv=None):
 
     def progress(run):
         if args.verbose:
-            print(f"  {run.kind:<10} {run.module:<24} {report.cell(run):<16} "
+            what = run.module + (" (re-run)" if run.rerun else "")
+            print(f"  {run.kind:<10} {what:<24} {report.cell(run):<16} "
                   f"{run.seconds:6.1f}s  {run.note}", file=sys.stderr)
 
     names = [m.name for m in args.module_specs]
@@ -116,9 +117,10 @@ def _rerun(opts, found, progress):
     wanted = {}
     for candidate, diffs in found.items():
         for d in diffs:
-            # a hang would only hang again: not worth the time
+            # a hang would only hang again, a missing feature stays missing
             if d.candidate["outcome"] != "timeout" and \
-                    not d.test_id.endswith("(whole module)"):
+                    not compare.cause(d.candidate).startswith("NotImplemented") \
+                    and not d.test_id.endswith("(whole module)"):
                 wanted.setdefault((d.module, candidate), set()).add(d.test_id)
     if not wanted:
         return

@@ -49,6 +49,7 @@ class ModuleRun:
     shims: dict = field(default_factory=dict)   # harness shim -> times used
     seconds: float = 0.0
     log: str = ""
+    rerun: bool = False
 
 
 def child_env():
@@ -188,7 +189,7 @@ def _command(opts, module, kind, tmp, only):
 
 def run_module(opts, module, kind, only=None, tag=""):
     """Run one module on one loop kind; ``only``: just these test ids."""
-    run = ModuleRun(module=module, kind=kind)
+    run = ModuleRun(module=module, kind=kind, rerun=only is not None)
     os.makedirs(opts.log_dir, exist_ok=True)
     run.log = os.path.join(opts.log_dir,
                            f"{_pyver(opts.python)}-{kind}-{module}{tag}.log")
