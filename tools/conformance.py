@@ -64,7 +64,7 @@ def main(argv=None):
     args = parse_args(argv)
     opts = runner.Options(python=args.python, test_timeout=args.test_timeout,
                           module_timeout=args.module_timeout, jobs=args.jobs,
-                          verbose=args.verbose, shims=not args.no_shims)
+                          shims=not args.no_shims)
     kinds = []
     for kind in args.kinds:
         why = runner.check_kind(opts, kind)
@@ -104,7 +104,7 @@ def main(argv=None):
         versions = {r.kind: r.loop_version for r in results.values()}
         section = report.markdown_section(results, names, kinds, found, when,
                                           versions)
-        py = report._python(results)
+        py = report.python_version(results)
         report.update_markdown(args.markdown, intro.render(), section,
                                ".".join(py.split(".")[:2]))
     if args.strict and any(not d.flaky for ds in found.values() for d in ds):
@@ -133,4 +133,7 @@ def _rerun(opts, found, progress):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -77,6 +77,21 @@ def both_bad(results, candidate, reference=REFERENCE):
     return out
 
 
+def skipped_only(results, candidate, reference=REFERENCE):
+    """(test id, skip reason) skipped on ``candidate``, run on ``reference``."""
+    out = []
+    for (module, kind), cand in sorted(results.items()):
+        ref = results.get((module, reference))
+        if kind != candidate or ref is None:
+            continue
+        for test_id, rec in sorted(cand.tests.items()):
+            other = ref.tests.get(test_id)
+            if rec["outcome"] == "skipped" and other and \
+                    other["outcome"] != "skipped":
+                out.append((test_id, rec.get("message", "")))
+    return out
+
+
 _ADDR = re.compile(r"0x[0-9a-fA-F]+")
 _NUM = re.compile(r"\b\d+(\.\d+)?\b")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|<[^<>]*>")
@@ -104,6 +119,19 @@ def cause(rec):
         return "AssertionError (behaviour differs)"
     body = _NUM.sub("N", _ADDR.sub("0x…", _QUOTED.sub("…", body))).strip()
     return f"{head}: {body}"[:120] if body else head
+
+
+def by_api(group):
+    """{function that raised: [Diff]} for a group of NotImplementedErrors."""
+    apis = {}
+    for d in group:
+        m = re.search(r"\((\w+)\)$", d.candidate.get("raised_at", ""))
+        apis.setdefault(m.group(1) if m else "?", []).append(d)
+    return dict(sorted(apis.items()))
+
+
+def short_id(test_id):
+    return test_id.removeprefix("test.test_asyncio.")
 
 
 def grouped(found):

@@ -41,8 +41,10 @@ Python it ran on and keeping the others.
   any test runs.
 * Tests that build their loop as `test_utils.TestLoop` (a fake-clock
   `BaseEventLoop`) or `asyncio.BaseEventLoop` stay on it; they run and are
-  counted as they are.  A test counts as having run on the loop when it made
-  at least one loop through the policy or the loop factory.
+  counted as they are.  The column "ran on swordfish" counts the tests that
+  made at least one swordfish loop (through the policy or the factory); the
+  others did not touch the loop at all (fake-clock `TestLoop`, mocks, or a
+  policy of the test's own).
 * `test_events` and `test_sock_lowlevel` hold loop-generic mixins and one
   copy of them per selector (`SelectEventLoopTests`, `EPollEventLoopTests`,
   ...).  Those copies are dropped; one class, `GenericEventLoopTests` /
@@ -50,6 +52,15 @@ Python it ran on and keeping the others.
   returning the loop under test (`swordfish.new_event_loop()`, or the stdlib
   default loop for the asyncio side, so the comparison is like for like).
   The modules' other classes (`HandleTests`, `PolicyTests`, ...) are kept.
+  The transport modules built the same way (`test_sendfile`, `test_server`,
+  `test_buffered_proto`) are already described in
+  `tools/conformance/modules.py`.
+* Only where the test harness itself (not a test) reads a private attribute
+  of the stdlib loop does a shim step in (`tools/conformance/shims.py`):
+  `test_utils.TestCase.close_loop` reads `loop._default_executor`; for a
+  loop without it, the executor is shut down with the public
+  `shutdown_default_executor()`.  The table's notes say when a shim was
+  used; `--no-shims` turns them off.
 * Outcomes: a test with a failing subtest failed; an expected failure
   passed; an unexpected success failed.  A test is stopped after the
   per-test timeout (faulthandler dumps every thread's stack into the log) and

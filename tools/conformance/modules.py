@@ -10,8 +10,12 @@ the loop being checked:
   concrete class per selector (``SelectEventLoopTests``, ...).  Those
   concrete classes are dropped, and one class named ``generic_class`` is
   synthesized from the mixins whose ``create_event_loop()`` returns the loop
-  being checked.  The module's other classes (``HandleTests``,
-  ``PolicyTests``, ...) are kept.
+  being checked (the factory method is ``factory_method``, the class's
+  other base ``base``: "test_utils" for test_asyncio.utils.TestCase,
+  "unittest" for unittest.TestCase).  Where a per-selector class adds
+  tests of its own, ``template_class`` names it: the synthesized class then
+  subclasses it and only replaces its loop factory.  The module's other
+  classes (``HandleTests``, ``PolicyTests``, ...) are kept.
 * ``deferred_mixins`` are loop-generic mixins left out for now (with the
   reason); any class built on them is dropped as well.
 * ``exclude_tests`` maps a test-id pattern (``fnmatch``, matched against the
@@ -35,6 +39,9 @@ class Module:
     why_deferred: str = ""
     generic_mixins: tuple = ()
     generic_class: str = ""
+    factory_method: str = "create_event_loop"
+    base: str = "test_utils"
+    template_class: str = ""
     deferred_mixins: dict = field(default_factory=dict)
     exclude_tests: dict = field(default_factory=dict)
 
@@ -78,14 +85,23 @@ MODULES = [
     ),
     # Transport modules: run them now with --modules NAME.
     Module("test_streams", default=False, why_deferred=TRANSPORTS),
-    Module("test_server", default=False, why_deferred=TRANSPORTS),
-    Module("test_sendfile", default=False, why_deferred=TRANSPORTS),
+    Module("test_server", default=False, why_deferred=TRANSPORTS,
+           generic_mixins=("BaseStartServer",),
+           generic_class="GenericStartServerTests",
+           template_class="SelectorStartServerTests", factory_method="new_loop"),
+    Module("test_sendfile", default=False, why_deferred=TRANSPORTS,
+           generic_mixins=("SendfileTestsBase",),
+           generic_class="GenericSendfileTests"),
     Module("test_ssl", default=False, why_deferred=TRANSPORTS),
     Module("test_subprocess", default=False, why_deferred=TRANSPORTS),
     Module("test_unix_events", default=False,
            why_deferred=TRANSPORTS + "; most of it also tests the internals "
            "of asyncio's _UnixSelectorEventLoop and child watchers"),
-    Module("test_buffered_proto", default=False, why_deferred=TRANSPORTS),
+    Module("test_buffered_proto", default=False, why_deferred=TRANSPORTS,
+           generic_mixins=("BaseTestBufferedProtocol",),
+           generic_class="GenericBufferedProtocolTests",
+           template_class="BufferedProtocolSelectorTests",
+           factory_method="new_loop"),
     Module("test_protocols", default=False, why_deferred=TRANSPORTS),
     Module("test_transports", default=False, why_deferred=TRANSPORTS),
 ]

@@ -36,11 +36,8 @@ def _notes(results, module, kinds):
         run = results.get((module, k))
         if run and run.note and run.status != "absent":
             notes.append(f"{k}: {run.note}")
-        if run and run.shims:
-            used = sum(run.shims.values())
-            notes.append(f"{k}: close_loop shim used in {used} tests"
-                         if len(run.shims) == 1 and "close_loop" in next(iter(run.shims))
-                         else f"{k}: shims used {run.shims}")
+        for shim, used in (run.shims.items() if run else ()):
+            notes.append(f"{k}: {shim} shim used in {used} tests")
     return "; ".join(notes)
 
 
@@ -82,7 +79,7 @@ def _rows(results, module_names, kinds):
     return rows
 
 
-def _python(results):
+def python_version(results):
     return next((r.python for r in results.values() if r.python), "?")
 
 
@@ -94,7 +91,7 @@ def _diff_line(d):
 
 
 def console(results, module_names, kinds, found, log_dir):
-    out = [f"test.test_asyncio on Python {_python(results)} "
+    out = [f"test.test_asyncio on Python {python_version(results)} "
            f"(cells: {CELL}; errors include hangs and crashes)", ""]
     rows = [_header(kinds)] + _rows(results, module_names, kinds)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
@@ -108,17 +105,23 @@ def console(results, module_names, kinds, found, log_dir):
                 + f"   (tracebacks: {os.path.relpath(log_dir)}/)"]
         for label, group in compare.grouped(diffs):
             out.append(f"  {label} ({len(group)})")
+            if label.startswith("NotImplementedError"):
+                for api, ds in compare.by_api(group).items():
+                    out.append(f"    {api}(): " + ", ".join(
+                        compare.short_id(d.test_id) for d in ds))
+                continue
             for d in group:
                 msg, where, flaky = _diff_line(d)
                 out.append(f"    {d.test_id}{flaky}")
-                if not label.startswith("NotImplementedError"):
-                    out.append(f"        {msg}" + (f"  [{where}]" if where else ""))
+                out.append(f"        {msg}" + (f"  [{where}]" if where else ""))
+        for test_id, why in compare.skipped_only(results, candidate):
+            out.append(f"  (skipped on {candidate}, run on asyncio: {test_id}: {why})")
     return "\n".join(out)
 
 
 def to_json(results, found, kinds):
     return {
-        "python": _python(results),
+        "python": python_version(results),
         "platform": platform.platform(),
         "loops": list(kinds),
         "runs": [dataclasses.asdict(r) for r in results.values()],
@@ -143,7 +146,7 @@ def _md_escape(text):
 
 
 def markdown_section(results, module_names, kinds, found, when, loop_versions):
-    py = _python(results)
+    py = python_version(results)
     lines = [f"### Python {py}", "",
              f"Run {when} on {platform.system()} {platform.machine()}, "
              f"{os.cpu_count()} CPUs. Loops: "
@@ -163,11 +166,20 @@ def markdown_section(results, module_names, kinds, found, when, loop_versions):
             lines.append("None.")
         for label, group in compare.grouped(diffs):
             lines.append(f"- **{_md_escape(label)}** ({len(group)})")
+            if label.startswith("NotImplementedError"):
+                for api, ds in compare.by_api(group).items():
+                    lines.append(f"  - `{api}()` ({len(ds)}): " + ", ".join(
+                        f"`{compare.short_id(d.test_id)}`" for d in ds))
+                continue
             for d in group:
                 msg, where, flaky = _diff_line(d)
-                detail = "" if label.startswith("NotImplementedError") else \
-                    f": {_md_escape(msg)}" + (f" ({where})" if where else "")
+                detail = f": {_md_escape(msg)}" + (f" ({where})" if where else "")
                 lines.append(f"  - `{d.test_id}`{flaky}{detail}")
+        skipped = compare.skipped_only(results, candidate)
+        if skipped:
+            lines += ["", f"Skipped on {candidate} but run on asyncio "
+                      f"({len(skipped)}): " + ", ".join(
+                          f"`{t}` ({_md_escape(why)})" for t, why in skipped)]
         both = compare.both_bad(results, candidate)
         if both:
             lines += ["", f"Also failing on asyncio itself here ({len(both)}): "

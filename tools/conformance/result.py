@@ -58,6 +58,9 @@ class RecordingResult(unittest.TestResult):
         self.log = log
         self.test_timeout = test_timeout
         self.current = {}
+        # loops made since the previous test ended count for the next one:
+        # IsolatedAsyncioTestCase (3.10) makes its loop before startTest
+        self._loops0 = loops.loops_created()
 
     def _emit(self, **event):
         self.events.write(json.dumps(event) + "\n")
@@ -87,7 +90,6 @@ class RecordingResult(unittest.TestResult):
         self._emit(event="start", id=test.id())
         self.current[test.id()] = {"outcome": "passed"}
         self._t0 = time.monotonic()
-        self._loops0 = loops.loops_created()
         if self.test_timeout:
             faulthandler.dump_traceback_later(self.test_timeout, exit=True,
                                               file=self.log)
@@ -100,6 +102,7 @@ class RecordingResult(unittest.TestResult):
         rec["duration"] = round(time.monotonic() - self._t0, 3)
         if loops.counting:
             rec["loops"] = loops.loops_created() - self._loops0
+            self._loops0 = loops.loops_created()
         self._emit(event="result", id=test.id(), **rec)
 
     def addError(self, test, err):

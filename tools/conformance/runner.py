@@ -30,7 +30,6 @@ class Options:
     test_timeout: float = 40.0
     module_timeout: float = 300.0
     jobs: int = 2
-    verbose: bool = False
     shims: bool = True
 
 
@@ -53,9 +52,11 @@ class ModuleRun:
 
 
 def child_env():
+    """The environment of a child: this one, with tools/ first on
+    PYTHONPATH and relative entries made absolute (children run elsewhere)."""
     env = dict(os.environ)
-    path = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = TOOLS_DIR + (os.pathsep + path if path else "")
+    path = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([TOOLS_DIR] + path)
     env.pop("PYTHONSTARTUP", None)
     return env
 
@@ -151,6 +152,20 @@ class _Events:
             run.status, run.note = "skipped", ev["message"]
 
 
+_live = set()        # children running now
+_stopping = False    # set on Ctrl-C: start no new child
+
+
+def _stop_all():
+    global _stopping
+    _stopping = True
+    for proc in list(_live):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _wait(proc, events, deadline):
     """Wait for the child, reading its events; kill its process group at
     the deadline, or when it does not exit soon after its last test.
@@ -210,10 +225,16 @@ def run_module(opts, module, kind, only=None, tag=""):
             log.flush()
             log_offset = log.tell()
             events.next_child()
+            if _stopping:
+                break
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=workdir,
                                     env=child_env(), start_new_session=True)
-            rc, killed = _wait(proc, events, t0 + opts.module_timeout)
+            _live.add(proc)
+            try:
+                rc, killed = _wait(proc, events, t0 + opts.module_timeout)
+            finally:
+                _live.discard(proc)
             events.read()
             if "done" in events.seen:
                 if killed:
@@ -257,30 +278,30 @@ def _pyver(python):
     return _PYVER[python]
 
 
+def run_jobs(opts, jobs, progress=None):
+    """Run (module, kind, only, tag) jobs, ``opts.jobs`` at a time:
+    {(module, kind): ModuleRun}.  On Ctrl-C the children are killed."""
+    results = {}
+    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        futures = {pool.submit(run_module, opts, *job): job[:2] for job in jobs}
+        try:
+            for fut in as_completed(futures):
+                results[futures[fut]] = run = fut.result()
+                if progress:
+                    progress(run)
+        except KeyboardInterrupt:
+            _stop_all()
+            raise
+    return results
+
+
 def run_all(opts, modules, kinds, progress=None):
-    """Run every (module, kind); returns {(module, kind): ModuleRun}."""
-    jobs = [(m.name, k) for m in modules for k in kinds]
-    results = {}
-    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        futures = {pool.submit(run_module, opts, m, k): (m, k)
-                   for m, k in jobs}
-        for fut in as_completed(futures):
-            run = fut.result()
-            results[futures[fut]] = run
-            if progress:
-                progress(run)
-    return results
+    """Run every module on every kind."""
+    return run_jobs(opts, [(m.name, k, None, "") for m in modules
+                           for k in kinds], progress)
 
 
-def rerun(opts, runs, progress=None):
-    """Run the given test ids again, each (module, kind) in a fresh child:
-    {(module, kind): ids} -> {(module, kind): ModuleRun}."""
-    results = {}
-    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        futures = {pool.submit(run_module, opts, m, k, ids, "-rerun"): (m, k)
-                   for (m, k), ids in runs.items()}
-        for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            if progress:
-                progress(results[futures[fut]])
-    return results
+def rerun(opts, wanted, progress=None):
+    """Run {(module, kind): test ids} again, each in a fresh child."""
+    return run_jobs(opts, [(m, k, ids, "-rerun")
+                           for (m, k), ids in wanted.items()], progress)

@@ -37,7 +37,7 @@ def _patch_close_loop():
     def close_loop(loop):
         if hasattr(loop, "_default_executor"):
             return original(loop)
-        _use("test_utils.TestCase.close_loop: loop has no _default_executor")
+        _use("close_loop")
         if not loop.is_closed():
             loop.run_until_complete(loop.shutdown_default_executor())
         return original(_WithoutDefaultExecutor(loop))

@@ -5,8 +5,6 @@ import importlib
 import inspect
 import unittest
 
-from . import loops
-
 
 def import_module(spec):
     """The test module, or raise unittest.SkipTest / ImportError."""
@@ -15,19 +13,24 @@ def import_module(spec):
 
 def synthesize(module, spec, kind):
     """The concrete test class built from the module's generic mixins whose
-    create_event_loop() returns a new loop of ``kind``."""
+    loop factory method (create_event_loop) returns a new loop of ``kind``."""
     from test.test_asyncio import utils as test_utils
 
-    mixins = tuple(getattr(module, name) for name in spec.generic_mixins
-                   if hasattr(module, name))
-    if not mixins:
-        return None
+    if spec.template_class:
+        bases = (getattr(module, spec.template_class),)
+    else:
+        mixins = tuple(getattr(module, name) for name in spec.generic_mixins
+                       if hasattr(module, name))
+        if not mixins:
+            return None
+        bases = mixins + ({"test_utils": test_utils.TestCase,
+                           "unittest": unittest.TestCase}[spec.base],)
 
-    def create_event_loop(self):
+    def new_loop(self):
         return kind.new_loop()
 
-    return type(spec.generic_class, mixins + (test_utils.TestCase,), {
-        "create_event_loop": create_event_loop,
+    return type(spec.generic_class, bases, {
+        spec.factory_method: new_loop,
         "__module__": module.__name__,
         "__qualname__": spec.generic_class,
         "__doc__": f"{', '.join(spec.generic_mixins)} on the loop under test",
@@ -56,8 +59,9 @@ def excluded_reason(spec, test_id):
 
 
 def build(module, spec, kind):
-    """A flat unittest.TestSuite (class and module fixtures still run, as
-    TestSuite.run tracks them test by test) and the excluded test ids."""
+    """The module's tests for ``kind`` as a flat list, and {excluded test id:
+    reason}.  (A flat unittest.TestSuite of them still runs class and
+    module fixtures: TestSuite.run tracks them test by test.)"""
     loader = unittest.TestLoader()
     tests = list(flatten(loader.loadTestsFromModule(module)))
     specific = _loop_specific(spec, module)
