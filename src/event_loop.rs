@@ -139,9 +139,7 @@ impl LoopCore {
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, check_thread)?;
         let handle = Py::new(slf.py(), Self::new_handle(slf, callback, args, context, tb)?)?;
-        if !this.debug() {
-            hide_from_gc(handle.bind(slf.py()).as_any());
-        }
+        this.hold(handle.bind(slf.py()).as_any());
         lock(&this.state)?.ready.push_back(handle.clone_ref(slf.py()));
         Ok(handle)
     }
@@ -160,11 +158,17 @@ impl LoopCore {
         let base = Self::new_handle(slf, callback, args, context, tb)?;
         let init = PyClassInitializer::from(base).add_subclass(TimerHandle::new(when));
         let timer = Py::new(slf.py(), init)?;
-        if !this.debug() {
-            hide_from_gc(timer.bind(slf.py()).as_any());
-        }
+        this.hold(timer.bind(slf.py()).as_any());
         lock(&this.state)?.timers.push(when, timer.clone_ref(slf.py()));
         Ok(timer)
+    }
+
+    /// A handle the loop now holds: hidden from the GC outside debug mode (see `hide_from_gc`;
+    /// debug mode keeps handles visible to its tools).
+    fn hold(&self, handle: &Bound<'_, PyAny>) {
+        if !self.debug() {
+            hide_from_gc(handle);
+        }
     }
 
     fn wake(&self) {
@@ -187,9 +191,7 @@ impl LoopCore {
         this.check_closed()?;
         let handle = Py::new(py, Self::new_handle(slf, callback, args, None, None)?)?;
         handle.get().mark_repeating();
-        if !this.debug() {
-            hide_from_gc(handle.bind(py).as_any());
-        }
+        this.hold(handle.bind(py).as_any());
         let replaced = {
             let mut st = lock(&this.state)?;
             let entry = st.io.entry(fd).or_default();
@@ -221,8 +223,7 @@ impl LoopCore {
             previous
         };
         if let Some(old) = replaced {
-            hand_back(old.bind(py));
-            Handle::cancel_py(old.bind(py))?;
+            Handle::retire(old.bind(py))?;
         }
         Ok(handle)
     }
@@ -252,8 +253,7 @@ impl LoopCore {
             if let Err(e) = res {
                 drop(st);
                 if let Some(h) = &removed {
-                    hand_back(h.bind(py));
-                    Handle::cancel_py(h.bind(py))?;
+                    Handle::retire(h.bind(py))?;
                 }
                 return Err(os_error(py, e));
             }
@@ -261,8 +261,7 @@ impl LoopCore {
         };
         match removed {
             Some(h) => {
-                hand_back(h.bind(py));
-                Handle::cancel_py(h.bind(py))?;
+                Handle::retire(h.bind(py))?;
                 Ok(true)
             }
             None => Ok(false),
@@ -358,11 +357,7 @@ impl LoopCore {
                 let base = timer.bind(py).as_super();
                 if base.get().is_cancelled() {
                     if was_scheduled {
-                        let _ = this.shared.cancelled_timers.fetch_update(
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                            |n| n.checked_sub(1),
-                        );
+                        this.shared.cancelled_timer_removed();
                     }
                     stale.push(base.clone().unbind());
                 } else {
@@ -462,11 +457,7 @@ impl LoopCore {
                 }
                 if let Some(t) = st.timers.pop() {
                     if t.get().unschedule() {
-                        let _ = self.shared.cancelled_timers.fetch_update(
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                            |n| n.checked_sub(1),
-                        );
+                        self.shared.cancelled_timer_removed();
                     }
                     removed.push(t);
                 }
@@ -622,8 +613,7 @@ impl LoopCore {
         drop((ready, timers));
         for (_, entry) in io {
             for h in [entry.reader, entry.writer].into_iter().flatten() {
-                hand_back(h.bind(py));
-                Handle::cancel_py(h.bind(py))?;
+                Handle::retire(h.bind(py))?;
             }
         }
         Ok(())

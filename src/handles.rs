@@ -21,6 +21,15 @@ pub struct LoopShared {
     pub cancelled_timers: AtomicUsize,
 }
 
+impl LoopShared {
+    /// A cancelled timer that was counted in `cancelled_timers` left the queue.
+    pub fn cancelled_timer_removed(&self) {
+        let _ = self
+            .cancelled_timers
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
 struct HandleData {
     func: Option<Py<PyAny>>,
     args: Option<Py<PyTuple>>,
@@ -96,8 +105,10 @@ impl Handle {
         self.cancelled.load(Ordering::Relaxed)
     }
 
-    /// Cancel from Rust (replaced or removed watchers).
-    pub fn cancel_py(slf: &Bound<'_, Self>) -> PyResult<()> {
+    /// A reader/writer watcher leaves the loop (replaced, removed, or the loop closed): it is
+    /// cancelled, as in the stdlib, and handed back to the cyclic GC.
+    pub fn retire(slf: &Bound<'_, Self>) -> PyResult<()> {
+        hand_back(slf);
         Handle::cancel_impl(slf).map(|_| ())
     }
 
@@ -339,10 +350,6 @@ pub struct TimerHandle {
 impl TimerHandle {
     pub fn new(when: f64) -> Self {
         TimerHandle { when, scheduled: AtomicBool::new(true) }
-    }
-
-    pub fn when_value(&self) -> f64 {
-        self.when
     }
 
     pub fn unschedule(&self) -> bool {
