@@ -31,18 +31,6 @@ class NetworkingMixin:
     async def connect_accepted_socket(self, *args, **kwargs):
         raise _missing("connect_accepted_socket")
 
-    async def connect_read_pipe(self, *args, **kwargs):
-        raise _missing("connect_read_pipe")
-
-    async def connect_write_pipe(self, *args, **kwargs):
-        raise _missing("connect_write_pipe")
-
-    async def subprocess_exec(self, *args, **kwargs):
-        raise _missing("subprocess_exec")
-
-    async def subprocess_shell(self, *args, **kwargs):
-        raise _missing("subprocess_shell")
-
     async def start_tls(self, *args, **kwargs):
         raise _missing("start_tls")
 
