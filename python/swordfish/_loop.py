@@ -16,9 +16,12 @@ from asyncio.log import logger
 
 from . import _native
 from ._compat import TASK_TAKES_CONTEXT
+from ._connections import ConnectionsMixin
+from ._datagram import DatagramMixin
 from ._errors import ErrorsMixin
 from ._executor import ExecutorMixin
 from ._networking import NetworkingMixin
+from ._servers import ServersMixin
 from ._signals import SignalsMixin
 from ._sockets import SocketsMixin
 
@@ -40,6 +43,9 @@ class Loop(
     ExecutorMixin,
     SocketsMixin,
     SignalsMixin,
+    ConnectionsMixin,
+    ServersMixin,
+    DatagramMixin,
     NetworkingMixin,
     _native.LoopCore,
     asyncio.AbstractEventLoop,

@@ -1,36 +1,19 @@
-"""The asyncio networking API (transports, servers, pipes, subprocesses, TLS).
+"""The parts of the asyncio transport API that are not there yet.
 
-These arrive with swordfish's native transports; until then each method raises a
-NotImplementedError that names the gap, instead of AbstractEventLoop's bare one.
+Each method raises a NotImplementedError that names the gap, instead of
+AbstractEventLoop's bare one. (Connections, servers and datagram endpoints live in
+_connections.py, _servers.py and _datagram.py.)
 """
 
 
 def _missing(name):
     return NotImplementedError(
         f"swordfish: loop.{name}() is not available yet: it arrives with the native "
-        f"transports (TCP/Unix/UDP, pipes, subprocesses, TLS, sendfile)"
+        f"transports"
     )
 
 
 class NetworkingMixin:
-    async def create_connection(self, *args, **kwargs):
-        raise _missing("create_connection")
-
-    async def create_server(self, *args, **kwargs):
-        raise _missing("create_server")
-
-    async def create_unix_connection(self, *args, **kwargs):
-        raise _missing("create_unix_connection")
-
-    async def create_unix_server(self, *args, **kwargs):
-        raise _missing("create_unix_server")
-
-    async def create_datagram_endpoint(self, *args, **kwargs):
-        raise _missing("create_datagram_endpoint")
-
-    async def connect_accepted_socket(self, *args, **kwargs):
-        raise _missing("connect_accepted_socket")
-
     async def start_tls(self, *args, **kwargs):
         raise _missing("start_tls")
 
