@@ -78,7 +78,7 @@ def _commit():
 
 
 def _bytes_label(n):
-    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
+    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"
 
 
 def render(plan, view, versions, support, records, elapsed, plot_links):
