@@ -152,12 +152,14 @@ async def start_stream(loop, sock):
         finally:
             writer.close()
 
-    return await asyncio.start_server(echo, sock=sock, limit=STREAM_LIMIT)
+    return await asyncio.start_server(echo, sock=sock, limit=STREAM_LIMIT,
+                                      backlog=BACKLOG)
 
 
 async def start_protocol(loop, sock, factory, ssl_context=None):
     kwargs = {"ssl": ssl_context} if ssl_context is not None else {}
-    return await loop.create_server(factory, sock=sock, **kwargs)
+    # Servers listen() again with their own backlog (asyncio: 100).
+    return await loop.create_server(factory, sock=sock, backlog=BACKLOG, **kwargs)
 
 
 def tls_context(cert_dir):
