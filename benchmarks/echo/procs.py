@@ -84,7 +84,7 @@ class Server:
         return f"server exited ({self.proc.returncode})" + (f": {why}" if why else "")
 
 
-def server_command(impl, mode, tls):
+def server_command(impl, mode, tls, debug=False):
     if impl == "native":
         if not os.access(NATIVE_BIN, os.X_OK):
             raise Unsupported("native server not built (run benchmarks/echo/setup.sh)")
@@ -97,7 +97,7 @@ def server_command(impl, mode, tls):
         if not os.path.exists(CERT_FILE):
             raise Unsupported("no TLS certificate (run benchmarks/echo/setup.sh)")
         cmd += ["--tls", CERT_DIR]
-    return cmd
+    return cmd + (["--debug"] if debug else [])
 
 
 def stop(proc):
@@ -111,9 +111,9 @@ def stop(proc):
 
 
 @contextlib.contextmanager
-def running_server(impl, mode, tls, prefix):
+def running_server(impl, mode, tls, prefix, debug=False):
     """Yield a Server once it printed READY; raise Unsupported/ServerFailed."""
-    cmd = prefix + server_command(impl, mode, tls)
+    cmd = prefix + server_command(impl, mode, tls, debug)
     errlog = tempfile.TemporaryFile()
     # taskset execs the server, so proc.pid is the server's own pid.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errlog,

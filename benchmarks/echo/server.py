@@ -209,6 +209,10 @@ def main(argv=None):
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--tls", metavar="CERT_DIR",
                    help="serve TLS (proto mode) with CERT_DIR/{cert,key}.pem")
+    p.add_argument("--debug", action="store_true",
+                   help="loop debug mode: errors on accepted connections are "
+                        "logged to stderr (the runner uses it to explain a "
+                        "failed echo check)")
     args = p.parse_args(argv)
     if args.tls and args.mode != "proto":
         p.error("--tls is only measured in proto mode")
@@ -216,6 +220,8 @@ def main(argv=None):
 
     loop = loop_module(args.loop).new_event_loop()
     asyncio.set_event_loop(loop)
+    if args.debug:
+        loop.set_debug(True)
     try:
         port, keep_alive = start(loop, args)
     except NotImplementedError as exc:

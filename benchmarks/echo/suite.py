@@ -51,9 +51,20 @@ class Suite:
         return self.support[key]
 
     def _probe(self, impl, mode, tls):
+        error = self._check(impl, mode, tls)
+        if error and impl != NATIVE and "[server:" not in error:
+            # Loops report errors on accepted connections only in debug
+            # mode: ask again in debug mode to learn the server's side.
+            again = self._check(impl, mode, tls, debug=True)
+            if again and "[server:" in again:
+                error += " [server in debug mode:" + again.split("[server:", 1)[1]
+        return error
+
+    def _check(self, impl, mode, tls, debug=False):
         plan = self.plan
         try:
-            with procs.running_server(impl, mode, tls, plan.server_pin) as server:
+            with procs.running_server(impl, mode, tls, plan.server_pin,
+                                      debug) as server:
                 self.versions.setdefault(impl, server.version)
                 argv = ["check", "--port", str(server.port)]
                 if tls:
