@@ -5,9 +5,10 @@
 use crate::clock::monotonic;
 use crate::handles::{hand_back, hide_from_gc, Failure, Handle, HandleContext, LoopShared, TimerHandle};
 use crate::pyutil::{fileobj_to_fd, os_error, vectorcall_kw};
-use crate::reactor::{self, Poller, WAKER_TOKEN};
+use crate::reactor::{self, Poller, Readiness, WAKER_TOKEN};
 use crate::sync::{lock, try_lock};
 use crate::timers::TimerQueue;
+use crate::transport::IoTarget;
 use mio::{Registry, Waker};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
 use pyo3::prelude::*;
@@ -25,21 +26,40 @@ const MAX_POLL_SECONDS: f64 = 86400.0;
 /// them are cancelled (the stdlib's policy).
 const MIN_TIMERS_FOR_CLEANUP: usize = 100;
 
+/// A native transport that owns a descriptor, and what it wants to hear about.
+struct Owner {
+    target: IoTarget,
+    read: bool,
+    write: bool,
+}
+
 #[derive(Default)]
 struct IoEntry {
     reader: Option<Py<Handle>>,
     writer: Option<Py<Handle>>,
+    owner: Option<Owner>,
 }
 
 impl IoEntry {
     fn interest(&self) -> Option<mio::Interest> {
-        reactor::interest(self.reader.is_some(), self.writer.is_some())
+        let (r, w) = self.owner.as_ref().map_or((false, false), |o| (o.read, o.write));
+        reactor::interest(self.reader.is_some() || r, self.writer.is_some() || w)
     }
+
+    fn is_unused(&self) -> bool {
+        self.reader.is_none() && self.writer.is_none() && self.owner.is_none()
+    }
+}
+
+/// One entry of the ready queue: a callback, or a native transport's readiness event.
+enum Ready {
+    Call(Py<Handle>),
+    Io(IoTarget, Readiness),
 }
 
 #[derive(Default)]
 struct State {
-    ready: VecDeque<Py<Handle>>,
+    ready: VecDeque<Ready>,
     timers: TimerQueue<Py<TimerHandle>>,
     io: HashMap<RawFd, IoEntry>,
     /// Descriptors that fired in the last iteration and must be re-armed before polling.
@@ -140,7 +160,7 @@ impl LoopCore {
         let tb = Self::debug_prepare(slf, callback, method, check_thread)?;
         let handle = Py::new(slf.py(), Self::new_handle(slf, callback, args, context, tb)?)?;
         this.hold(handle.bind(slf.py()).as_any());
-        lock(&this.state)?.ready.push_back(handle.clone_ref(slf.py()));
+        lock(&this.state)?.ready.push_back(Ready::Call(handle.clone_ref(slf.py())));
         Ok(handle)
     }
 
@@ -189,6 +209,7 @@ impl LoopCore {
         let py = slf.py();
         let fd = fileobj_to_fd(fileobj)?;
         this.check_closed()?;
+        this.check_no_transport(py, fd)?;
         let handle = Py::new(py, Self::new_handle(slf, callback, args, None, None)?)?;
         handle.get().mark_repeating();
         this.hold(handle.bind(py).as_any());
@@ -210,7 +231,7 @@ impl LoopCore {
                     Which::Writer => &mut entry.writer,
                 };
                 let ours = std::mem::replace(slot, previous);
-                if entry.reader.is_none() && entry.writer.is_none() {
+                if entry.is_unused() {
                     st.io.remove(&fd);
                 }
                 drop(st);
@@ -244,7 +265,7 @@ impl LoopCore {
                 Which::Writer => entry.writer.take(),
             };
             let new_interest = entry.interest();
-            if new_interest.is_none() {
+            if entry.is_unused() {
                 st.io.remove(&fd);
             }
             // Deregistering cannot fail in a way the caller could act on (the fd may be
@@ -316,7 +337,7 @@ impl LoopCore {
                 r
             };
             result.map_err(|e| os_error(py, e))?;
-            poller.ready().collect::<Vec<(RawFd, bool, bool)>>()
+            poller.ready().collect::<Vec<(RawFd, Readiness)>>()
         };
         // Run Python-level signal handlers now (a signal interrupts the poll).
         py.check_signals()?;
@@ -324,26 +345,41 @@ impl LoopCore {
         let stale = {
             let mut st = lock(&this.state)?;
             let mut stale: Vec<Py<Handle>> = Vec::new();
-            for (fd, readable, writable) in events {
+            for (fd, ev) in events {
+                let (readable, writable) = (ev.readable, ev.writable);
                 let Some(entry) = st.io.get(&fd) else { continue };
-                let mut fired = false;
                 let mut push = Vec::with_capacity(2);
+                if let Some(o) = &entry.owner {
+                    // Edge-triggered on purpose: the transport reads until the kernel is
+                    // drained and asks for a re-arm when it may not be.
+                    let ev = Readiness {
+                        readable: readable && o.read,
+                        writable: writable && o.write,
+                        read_closed: ev.read_closed,
+                    };
+                    if ev.readable || ev.writable {
+                        push.push(Ready::Io(o.target.clone_ref(py), ev));
+                    }
+                }
+                let mut fired = false;
                 if readable {
                     if let Some(r) = &entry.reader {
-                        push.push(r.clone_ref(py));
+                        push.push(Ready::Call(r.clone_ref(py)));
                     }
                 }
                 if writable {
                     if let Some(w) = &entry.writer {
-                        push.push(w.clone_ref(py));
+                        push.push(Ready::Call(w.clone_ref(py)));
                     }
                 }
-                for h in push {
-                    if h.get().is_cancelled() {
-                        stale.push(h);
-                    } else {
-                        st.ready.push_back(h);
-                        fired = true;
+                for item in push {
+                    match item {
+                        Ready::Call(h) if h.get().is_cancelled() => stale.push(h),
+                        Ready::Call(h) => {
+                            st.ready.push_back(Ready::Call(h));
+                            fired = true;
+                        }
+                        io => st.ready.push_back(io),
                     }
                 }
                 if fired {
@@ -361,7 +397,7 @@ impl LoopCore {
                     }
                     stale.push(base.clone().unbind());
                 } else {
-                    st.ready.push_back(base.clone().unbind());
+                    st.ready.push_back(Ready::Call(base.clone().unbind()));
                 }
                 drop(timer);
             }
@@ -376,10 +412,25 @@ impl LoopCore {
 
         // Exactly the callbacks ready now run in this iteration; what they schedule waits for
         // the next one. Taken in one batch; handles cancelled meanwhile are skipped by `run`.
-        let batch: Vec<Py<Handle>> = lock(&this.state)?.ready.drain(..).collect();
+        let batch: Vec<Ready> = lock(&this.state)?.ready.drain(..).collect();
         let debug = this.debug();
         let mut batch = batch.into_iter();
-        while let Some(handle) = batch.next() {
+        while let Some(item) = batch.next() {
+            let handle = match item {
+                Ready::Call(h) => h,
+                Ready::Io(target, ev) => {
+                    if let Err(err) = target.dispatch(py, ev) {
+                        if err.is_instance_of::<PyKeyboardInterrupt>(py)
+                            || err.is_instance_of::<PySystemExit>(py)
+                        {
+                            Self::requeue(this, batch)?;
+                            return Err(err);
+                        }
+                        err.write_unraisable(py, Some(slf.as_any()));
+                    }
+                    continue;
+                }
+            };
             let outcome = if debug {
                 Self::run_debug(slf, &handle)
             } else {
@@ -393,16 +444,108 @@ impl LoopCore {
                 hand_back(handle.bind(py));
             }
             if let Err(err) = outcome {
-                // Leaving the loop (KeyboardInterrupt, SystemExit): what did not run yet
-                // stays first in line, as in the stdlib.
-                let rest: Vec<Py<Handle>> = batch.collect();
-                let mut st = lock(&this.state)?;
-                for h in rest.into_iter().rev() {
-                    st.ready.push_front(h);
-                }
+                Self::requeue(this, batch)?;
                 return Err(err);
             }
         }
+        Ok(())
+    }
+
+    /// Leaving the loop (KeyboardInterrupt, SystemExit): what did not run yet stays first in
+    /// line, as in the stdlib.
+    fn requeue(this: &Self, rest: impl Iterator<Item = Ready>) -> PyResult<()> {
+        let rest: Vec<Ready> = rest.collect();
+        let mut st = lock(&this.state)?;
+        for item in rest.into_iter().rev() {
+            st.ready.push_front(item);
+        }
+        Ok(())
+    }
+
+    fn check_no_transport(&self, py: Python<'_>, fd: RawFd) -> PyResult<()> {
+        let target = {
+            let st = lock(&self.state)?;
+            match st.io.get(&fd).and_then(|e| e.owner.as_ref()) {
+                Some(o) => o.target.clone_ref(py),
+                None => return Ok(()),
+            }
+        };
+        match target.busy_message(py, fd) {
+            Some(msg) => Err(PyRuntimeError::new_err(msg)),
+            None => Ok(()),
+        }
+    }
+
+    /// A native transport takes ownership of `fd` (not watched until `io_update`).
+    pub(crate) fn io_attach(&self, py: Python<'_>, fd: RawFd, target: IoTarget) -> PyResult<()> {
+        self.check_closed()?;
+        let old = {
+            let mut st = lock(&self.state)?;
+            let entry = st.io.entry(fd).or_default();
+            let before = entry.interest();
+            let old = entry.owner.replace(Owner { target, read: false, write: false });
+            let after = entry.interest();
+            reactor::update(&self.registry, fd, before, after).map_err(|e| os_error(py, e))?;
+            old
+        };
+        drop(old);
+        Ok(())
+    }
+
+    /// What the owning transport of `fd` wants to be told about.
+    pub(crate) fn io_update(&self, fd: RawFd, read: bool, write: bool) -> std::io::Result<()> {
+        let mut st = lock(&self.state).map_err(|_| std::io::Error::from(std::io::ErrorKind::WouldBlock))?;
+        let Some(entry) = st.io.get_mut(&fd) else { return Ok(()) };
+        let before = entry.interest();
+        let Some(o) = entry.owner.as_mut() else { return Ok(()) };
+        let (was_read, was_write) = (o.read, o.write);
+        o.read = read;
+        o.write = write;
+        let after = entry.interest();
+        if let Err(e) = reactor::update(&self.registry, fd, before, after) {
+            if let Some(o) = entry.owner.as_mut() {
+                o.read = was_read;
+                o.write = was_write;
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The owning transport of `fd` lets go of it.
+    pub(crate) fn io_detach(&self, py: Python<'_>, fd: RawFd) -> PyResult<()> {
+        let old = {
+            let mut st = lock(&self.state)?;
+            let Some(entry) = st.io.get_mut(&fd) else { return Ok(()) };
+            let before = entry.interest();
+            let old = entry.owner.take();
+            let after = entry.interest();
+            let unused = entry.is_unused();
+            if unused {
+                st.io.remove(&fd);
+            }
+            let _ = reactor::update(&self.registry, fd, before, after);
+            old
+        };
+        drop(old);
+        let _ = py;
+        Ok(())
+    }
+
+    /// Ask for `fd` to be re-armed before the next poll (it may still be ready).
+    pub(crate) fn io_rearm(&self, fd: RawFd) -> PyResult<()> {
+        lock(&self.state)?.rearm.push(fd);
+        Ok(())
+    }
+
+    /// `call_soon(callback, arg)` for native code.
+    pub(crate) fn call_soon_internal(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        arg: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let args = PyTuple::new(slf.py(), [arg])?;
+        Self::schedule_soon(slf, callback, &args, None, "call_soon", false)?;
         Ok(())
     }
 
@@ -607,11 +750,14 @@ impl LoopCore {
             t.get().unschedule();
             hand_back(t.bind(py).as_super());
         }
-        for h in &ready {
-            hand_back(h.bind(py));
+        for item in &ready {
+            if let Ready::Call(h) = item {
+                hand_back(h.bind(py));
+            }
         }
         drop((ready, timers));
         for (_, entry) in io {
+            drop(entry.owner);
             for h in [entry.reader, entry.writer].into_iter().flatten() {
                 Handle::retire(h.bind(py))?;
             }
@@ -729,8 +875,11 @@ impl LoopCore {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         if let Some(st) = try_lock(&self.state) {
-            for h in &st.ready {
-                visit.call(h)?;
+            for item in &st.ready {
+                match item {
+                    Ready::Call(h) => visit.call(h)?,
+                    Ready::Io(t, ..) => t.visit(&visit)?,
+                }
             }
             for t in st.timers.iter() {
                 visit.call(t)?;
@@ -738,6 +887,9 @@ impl LoopCore {
             for e in st.io.values() {
                 visit.call(&e.reader)?;
                 visit.call(&e.writer)?;
+                if let Some(o) = &e.owner {
+                    o.target.visit(&visit)?;
+                }
             }
         }
         if let Some(f) = try_lock(&self.task_factory) {
@@ -749,8 +901,10 @@ impl LoopCore {
     fn __clear__(&self, py: Python<'_>) {
         let taken = try_lock(&self.state).map(|mut st| std::mem::take(&mut *st));
         if let Some(st) = &taken {
-            for h in &st.ready {
-                hand_back(h.bind(py));
+            for item in &st.ready {
+                if let Ready::Call(h) = item {
+                    hand_back(h.bind(py));
+                }
             }
             for t in st.timers.iter() {
                 hand_back(t.bind(py).as_super());

@@ -7,6 +7,7 @@ mod pyutil;
 mod reactor;
 mod sync;
 mod timers;
+mod transport;
 
 use pyo3::prelude::*;
 
@@ -26,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<event_loop::LoopCore>()?;
     m.add_class::<handles::Handle>()?;
     m.add_class::<handles::TimerHandle>()?;
+    m.add_class::<transport::stream::StreamCore>()?;
     m.add_function(wrap_pyfunction!(monotonic, m)?)?;
     m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;
     Ok(())

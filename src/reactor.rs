@@ -43,13 +43,27 @@ impl Poller {
         }
     }
 
-    /// (fd, readable, writable) of every descriptor event of the last poll.
-    pub fn ready(&self) -> impl Iterator<Item = (RawFd, bool, bool)> + '_ {
-        self.events
-            .iter()
-            .filter(|e| e.token() != WAKER_TOKEN)
-            .map(|e| (e.token().0 as RawFd, is_readable(e), is_writable(e)))
+    /// Every descriptor event of the last poll.
+    pub fn ready(&self) -> impl Iterator<Item = (RawFd, Readiness)> + '_ {
+        self.events.iter().filter(|e| e.token() != WAKER_TOKEN).map(|e| {
+            let r = Readiness {
+                readable: is_readable(e),
+                writable: is_writable(e),
+                read_closed: e.is_read_closed() || e.is_error(),
+            };
+            (e.token().0 as RawFd, r)
+        })
     }
+}
+
+/// What one event says about a descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Readiness {
+    pub readable: bool,
+    pub writable: bool,
+    /// The peer closed its end (or an error is pending): a read that returns data may be
+    /// followed by end-of-file without another event.
+    pub read_closed: bool,
 }
 
 // Errors and hang-ups wake both directions, as the stdlib's epoll selector does, so the
@@ -119,14 +133,14 @@ mod tests {
         update(&registry, fd, None, interest(true, false)).unwrap();
         a.write_all(b"x").unwrap();
         poller.poll(Some(Duration::from_millis(100))).unwrap();
-        assert_eq!(poller.ready().collect::<Vec<_>>(), vec![(fd, true, false)]);
+        assert_eq!(poller.ready().map(|(f, r)| (f, r.readable, r.writable)).collect::<Vec<_>>(), vec![(fd, true, false)]);
         // Not drained: edge-triggered epoll stays silent...
         poller.poll(Some(Duration::ZERO)).unwrap();
         assert_eq!(poller.ready().count(), 0);
         // ...until re-armed.
         update(&registry, fd, interest(true, false), interest(true, false)).unwrap();
         poller.poll(Some(Duration::ZERO)).unwrap();
-        assert_eq!(poller.ready().collect::<Vec<_>>(), vec![(fd, true, false)]);
+        assert_eq!(poller.ready().map(|(f, r)| (f, r.readable, r.writable)).collect::<Vec<_>>(), vec![(fd, true, false)]);
     }
 
     #[test]

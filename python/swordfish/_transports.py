@@ -1,0 +1,317 @@
+"""Stream transports: TCP and Unix sockets, read and write pipes.
+
+Each transport is an `asyncio.Transport` subclass (code checks `isinstance`) around a native
+`StreamCore`, which owns the descriptor's registration, reading, writing, flow control and
+closing state. The hot methods are the core's own bound methods, set on the instance; this
+module keeps construction, extra info, error reporting and `connection_lost`.
+"""
+
+import asyncio
+import errno
+import os
+import socket
+import stat
+import warnings
+from asyncio import futures, trsock
+from asyncio.log import logger
+
+from . import _native
+
+__all__ = ["SocketTransport", "ReadPipeTransport", "WritePipeTransport", "TransportsMixin"]
+
+# The core's methods that are called often enough to skip a Python-level wrapper.
+_FAST_METHODS = ("write", "writelines", "is_closing", "get_write_buffer_size")
+_READ_METHODS = ("pause_reading", "resume_reading", "is_reading")
+
+
+def _set_nodelay(sock):
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+        if sock.proto == socket.IPPROTO_TCP or sock.proto == 0:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _StreamTransport:
+    """What the three stream transports share; mixed into `asyncio` transport classes."""
+
+    _kind = None
+    _fast = _FAST_METHODS
+
+    def _setup(self, loop, fd, protocol):
+        self._loop = loop
+        self._server = None
+        core = _native.StreamCore(loop, fd, self._kind, self)
+        self._core = core
+        for name in self._fast:
+            setattr(self, name, getattr(core, name))
+        self.set_protocol(protocol)
+        core._attach()
+
+    def _schedule_start(self, protocol, waiter, watch_reads=True):
+        loop = self._loop
+        loop.call_soon(protocol.connection_made, self)
+        loop.call_soon(self._core._start, watch_reads)
+        if waiter is not None:
+            loop.call_soon(futures._set_result_unless_cancelled, waiter, None)
+
+    def get_extra_info(self, name, default=None):
+        return self._extra.get(name, default)
+
+    def set_protocol(self, protocol):
+        self._core.set_protocol(protocol, isinstance(protocol, asyncio.BufferedProtocol))
+
+    def get_protocol(self):
+        return self._core.get_protocol()
+
+    def is_closing(self):
+        return self._core.is_closing()
+
+    def close(self):
+        self._core.close()
+
+    def abort(self):
+        self._core.abort()
+
+    def get_write_buffer_size(self):
+        return self._core.get_write_buffer_size()
+
+    def get_write_buffer_limits(self):
+        return self._core.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        self._core.set_write_buffer_limits(high, low)
+
+    # -- called by the core ---------------------------------------------------------------
+
+    def _fatal_error(self, exc, message="Fatal error on transport"):
+        if isinstance(exc, OSError) and self._quiet_error(exc):
+            if self._loop.get_debug():
+                logger.debug("%r: %s", self, message, exc_info=True)
+        else:
+            self._loop.call_exception_handler(
+                {
+                    "message": message,
+                    "exception": exc,
+                    "transport": self,
+                    "protocol": self._core.get_protocol(),
+                }
+            )
+        self._core._force_close(exc)
+
+    def _quiet_error(self, exc):
+        return True
+
+    def _report_flow_error(self, message, exc):
+        self._loop.call_exception_handler(
+            {
+                "message": message,
+                "exception": exc,
+                "transport": self,
+                "protocol": self._core.get_protocol(),
+            }
+        )
+
+    def _log_eof(self):
+        if self._loop.get_debug():
+            logger.debug("%r received EOF", self)
+
+    def _call_connection_lost(self, exc):
+        core = self._core
+        protocol = core.get_protocol()
+        core._detach()
+        try:
+            if protocol is not None:
+                protocol.connection_lost(exc)
+        finally:
+            self._close_fileobj()
+            server = self._server
+            if server is not None:
+                self._server = None
+                server._detach(self)
+            self._loop = None
+
+    def _close_fileobj(self):
+        raise NotImplementedError
+
+    # -- repr and finalization ------------------------------------------------------------
+
+    def _repr_parts(self):
+        core = self._core
+        info = [type(self).__name__]
+        if core._closed and self._loop is None:
+            info.append("closed")
+        elif core.is_closing():
+            info.append("closing")
+        info.append(f"fd={core.fileno()}")
+        if self._loop is not None:
+            reading, writing, size = core._state()
+            info.append("read=polling" if reading else "read=idle")
+            if self._kind != "read-pipe":
+                state = "polling" if writing else "idle"
+                info.append(f"write=<{state}, bufsize={size}>")
+        return info
+
+    def __repr__(self):
+        return "<{}>".format(" ".join(self._repr_parts()))
+
+    def __del__(self, _warn=warnings.warn):
+        core = getattr(self, "_core", None)
+        if core is not None and self._loop is not None and not core._closed:
+            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
+            core._detach()
+            self._close_fileobj()
+
+
+class SocketTransport(_StreamTransport, asyncio.Transport):
+    """A TCP or Unix stream socket."""
+
+    _kind = "socket"
+    _fast = _FAST_METHODS + _READ_METHODS
+
+    def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
+        asyncio.Transport.__init__(self, extra)
+        self._extra["socket"] = trsock.TransportSocket(sock)
+        try:
+            self._extra["sockname"] = sock.getsockname()
+        except OSError:
+            self._extra["sockname"] = None
+        if "peername" not in self._extra:
+            try:
+                self._extra["peername"] = sock.getpeername()
+            except OSError:
+                self._extra["peername"] = None
+        self._sock = sock
+        self._sock_fd = sock.fileno()
+        self._setup(loop, self._sock_fd, protocol)
+        self._server = server
+        if server is not None:
+            server._attach(self)
+        _set_nodelay(sock)
+        self._schedule_start(protocol, waiter)
+
+    def write_eof(self):
+        self._core.write_eof()
+
+    def can_write_eof(self):
+        return True
+
+    def pause_reading(self):
+        self._core.pause_reading()
+
+    def resume_reading(self):
+        self._core.resume_reading()
+
+    def is_reading(self):
+        return self._core.is_reading()
+
+    def _force_close(self, exc):
+        self._core._force_close(exc)
+
+    def _make_empty_waiter(self):
+        return self._core._make_empty_waiter()
+
+    def _reset_empty_waiter(self):
+        self._core._reset_empty_waiter()
+
+    def _close_fileobj(self):
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+
+class _PipeTransport(_StreamTransport):
+    def _init_pipe(self, loop, pipe, protocol, waiter, check):
+        self._extra["pipe"] = pipe
+        self._pipe = pipe
+        self._fileno = pipe.fileno()
+        mode = os.fstat(self._fileno).st_mode
+        check(mode)
+        os.set_blocking(self._fileno, False)
+        self._setup(loop, self._fileno, protocol)
+        # A write pipe watches for reads only to learn that the other end is gone, which
+        # works for FIFOs and sockets (a character device may have data to read).
+        watch = self._kind == "read-pipe" or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        self._schedule_start(protocol, waiter, watch)
+
+    def _close_fileobj(self):
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:
+            pipe.close()
+
+
+class ReadPipeTransport(_PipeTransport, asyncio.ReadTransport):
+    """The read end of a pipe, FIFO, socket or character device."""
+
+    _kind = "read-pipe"
+    _fast = ("is_closing",) + _READ_METHODS
+
+    def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
+        asyncio.ReadTransport.__init__(self, extra)
+
+        def check(mode):
+            if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+                raise ValueError("Pipe transport is for pipes/sockets only.")
+
+        self._init_pipe(loop, pipe, protocol, waiter, check)
+
+    def pause_reading(self):
+        self._core.pause_reading()
+
+    def resume_reading(self):
+        self._core.resume_reading()
+
+    def is_reading(self):
+        return self._core.is_reading()
+
+    def _quiet_error(self, exc):
+        return exc.errno == errno.EIO
+
+    def _schedule_eof_received(self):
+        if self._loop.get_debug():
+            logger.info("%r was closed by peer", self)
+        self._loop.call_soon(self._core.get_protocol().eof_received)
+
+    def _report_callback_error(self, exc):
+        protocol = self._core.get_protocol()
+        self._loop.call_exception_handler(
+            {
+                "message": f"Exception in callback {protocol.data_received!r}",
+                "exception": exc,
+                "transport": self,
+                "protocol": protocol,
+            }
+        )
+
+
+class WritePipeTransport(_PipeTransport, asyncio.WriteTransport):
+    """The write end of a pipe, FIFO, socket or character device."""
+
+    _kind = "write-pipe"
+
+    def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
+        asyncio.WriteTransport.__init__(self, extra)
+
+        def check(mode):
+            if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+                raise ValueError("Pipe transport is only for pipes, sockets and character devices")
+
+        self._init_pipe(loop, pipe, protocol, waiter, check)
+
+    def write_eof(self):
+        self._core.write_eof()
+
+    def can_write_eof(self):
+        return True
+
+
+class TransportsMixin:
+    """The loop's transport factories, with the stdlib loop's private signatures (the
+    networking code and some third-party code call them)."""
+
+    def _make_socket_transport(self, sock, protocol, waiter=None, *, extra=None, server=None):
+        return SocketTransport(self, sock, protocol, waiter, extra, server)
+
+    def _make_read_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+        return ReadPipeTransport(self, pipe, protocol, waiter, extra)
+
+    def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+        return WritePipeTransport(self, pipe, protocol, waiter, extra)

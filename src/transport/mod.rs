@@ -1,0 +1,52 @@
+//! Native transports and what the loop needs to drive them.
+
+pub mod stream;
+pub mod write_buffer;
+
+use pyo3::prelude::*;
+use pyo3::{intern, PyTraverseError, PyVisit};
+use crate::reactor::Readiness;
+use stream::StreamCore;
+
+/// An object that owns a descriptor registered with the loop and is called directly when it
+/// is ready (no Python handle per event).
+pub enum IoTarget {
+    Stream(Py<StreamCore>),
+}
+
+impl IoTarget {
+    pub fn clone_ref(&self, py: Python<'_>) -> IoTarget {
+        match self {
+            IoTarget::Stream(s) => IoTarget::Stream(s.clone_ref(py)),
+        }
+    }
+
+    /// Handle readiness. Errors other than SystemExit/KeyboardInterrupt are reported by the
+    /// transport itself.
+    pub fn dispatch(&self, py: Python<'_>, ev: Readiness) -> PyResult<()> {
+        match self {
+            IoTarget::Stream(s) => StreamCore::on_ready(s.bind(py), ev),
+        }
+    }
+
+    /// The stdlib refuses `add_reader`/`add_writer` on a descriptor that a transport still
+    /// uses: the error message for that, or None when the transport is closing.
+    pub fn busy_message(&self, py: Python<'_>, fd: i32) -> Option<String> {
+        match self {
+            IoTarget::Stream(s) => {
+                let core = s.bind(py);
+                if core.call_method0(intern!(py, "is_closing")).and_then(|v| v.is_truthy()).unwrap_or(true) {
+                    return None;
+                }
+                let t = core.getattr(intern!(py, "_transport_repr")).ok()?;
+                Some(format!("File descriptor {fd} is used by transport {t}"))
+            }
+        }
+    }
+
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            IoTarget::Stream(s) => visit.call(s),
+        }
+    }
+}
