@@ -24,6 +24,7 @@ from ._networking import NetworkingMixin
 from ._servers import ServersMixin
 from ._signals import SignalsMixin
 from ._sockets import SocketsMixin
+from ._transports import TransportsMixin
 
 __all__ = ["Loop"]
 
@@ -47,6 +48,7 @@ class Loop(
     ServersMixin,
     DatagramMixin,
     NetworkingMixin,
+    TransportsMixin,
     _native.LoopCore,
     asyncio.AbstractEventLoop,
 ):
