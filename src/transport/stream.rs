@@ -31,6 +31,9 @@ use std::sync::Mutex;
 
 /// The most one read takes (the stdlib's `max_size`).
 const MAX_READ: usize = 256 * 1024;
+/// The read size when the kernel does not say how much is waiting (below the allocator's
+/// mmap threshold).
+const FALLBACK_READ: usize = 64 * 1024;
 /// After this many writes to a lost connection, each further one logs a warning.
 const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
 const DEFAULT_HIGH_WATER: usize = 64 * 1024;
@@ -279,17 +282,24 @@ impl StreamCore {
     }
 
     fn read_bytes(&self, py: Python<'_>, read_closed: bool) -> PyResult<()> {
+        // Size the bytes object to what the kernel holds: one copy, and no 256 KiB
+        // allocation (an mmap/munmap pair in the allocator) per small message.
+        let pending = bytes_pending(self.fd);
+        let size = match pending {
+            0 => FALLBACK_READ,
+            n => n.min(MAX_READ),
+        };
         // SAFETY: a new, uninitialised bytes object that only we reference; filled by read()
         // and shrunk to the bytes read before anyone else sees it.
         let obj = unsafe {
-            let mut obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), MAX_READ as ffi::Py_ssize_t);
+            let mut obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), size as ffi::Py_ssize_t);
             if obj.is_null() {
                 return Err(PyErr::fetch(py));
             }
             let buf = ffi::PyBytes_AsString(obj) as *mut libc::c_void;
             let n = match self.kind {
-                Kind::Socket => libc::recv(self.fd, buf, MAX_READ, 0),
-                _ => libc::read(self.fd, buf, MAX_READ),
+                Kind::Socket => libc::recv(self.fd, buf, size, 0),
+                _ => libc::read(self.fd, buf, size),
             };
             if n <= 0 {
                 let err = io::Error::last_os_error();
@@ -300,11 +310,11 @@ impl StreamCore {
                 return self.read_failed(py, err);
             }
             let n = n as usize;
-            if n == MAX_READ || read_closed {
+            if read_closed || (n == size && (pending == 0 || pending > MAX_READ)) {
                 // The kernel may hold more (or the end-of-file): no new edge would come.
                 self.lp.get().io_rearm(self.fd)?;
             }
-            if n < MAX_READ && _PyBytes_Resize(&mut obj, n as ffi::Py_ssize_t) != 0 {
+            if n < size && _PyBytes_Resize(&mut obj, n as ffi::Py_ssize_t) != 0 {
                 return Err(PyErr::fetch(py));
             }
             Bound::from_owned_ptr(py, obj)
@@ -600,6 +610,17 @@ impl StreamCore {
         };
         drop(dropped);
         self.call_soon_lost(py, pending)
+    }
+}
+
+/// Bytes waiting to be read (FIONREAD); 0 when unknown, at end-of-file or on error.
+fn bytes_pending(fd: RawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } == 0 && n > 0 {
+        n as usize
+    } else {
+        0
     }
 }
 
