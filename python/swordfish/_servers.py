@@ -314,9 +314,9 @@ class ServersMixin:
             if sock is not None:
                 raise ValueError("path and sock can not be specified at the same time")
             path = os.fspath(path)
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             if not is_abstract_unix_path(path):
                 remove_stale_unix_socket(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 sock.bind(path)
             except OSError as exc:
@@ -376,8 +376,12 @@ class ServersMixin:
     def _stop_serving(self, sock):
         cleanup = self._unix_server_sockets
         inode = cleanup.pop(sock, None) if cleanup is not None else None
-        path = sock.getsockname() if inode is not None else None
-        self._remove_reader(sock.fileno())
+        fd = sock.fileno()
+        path = None
+        if fd != -1:  # (the caller may have closed the socket already)
+            if inode is not None:
+                path = sock.getsockname()
+            self._remove_reader(fd)
         sock.close()
         if path is not None:
             try:
