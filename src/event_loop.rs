@@ -538,6 +538,13 @@ impl LoopCore {
         Ok(())
     }
 
+    /// `call_soon(callback)` for native code.
+    pub(crate) fn call_soon_internal_noarg(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        let args = PyTuple::empty(slf.py());
+        Self::schedule_soon(slf, callback, &args, None, "call_soon", false)?;
+        Ok(())
+    }
+
     /// `call_soon(callback, arg)` for native code.
     pub(crate) fn call_soon_internal(
         slf: &Bound<'_, Self>,

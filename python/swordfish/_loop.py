@@ -24,6 +24,7 @@ from ._networking import NetworkingMixin
 from ._servers import ServersMixin
 from ._signals import SignalsMixin
 from ._sockets import SocketsMixin
+from ._tls import TlsMixin
 from ._transports import TransportsMixin
 
 __all__ = ["Loop"]
@@ -47,8 +48,9 @@ class Loop(
     ConnectionsMixin,
     ServersMixin,
     DatagramMixin,
-    NetworkingMixin,
     TransportsMixin,
+    TlsMixin,
+    NetworkingMixin,
     _native.LoopCore,
     asyncio.AbstractEventLoop,
 ):

@@ -14,8 +14,5 @@ def _missing(name):
 
 
 class NetworkingMixin:
-    async def start_tls(self, *args, **kwargs):
-        raise _missing("start_tls")
-
     async def sendfile(self, *args, **kwargs):
         raise _missing("sendfile")

@@ -166,6 +166,7 @@ class SocketTransport(_StreamTransport, asyncio.Transport):
 
     _kind = "socket"
     _fast = _FAST_METHODS + _READ_METHODS
+    _start_tls_compatible = True
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
         asyncio.Transport.__init__(self, extra)

@@ -624,6 +624,13 @@ fn bytes_pending(fd: RawFd) -> usize {
     }
 }
 
+impl StreamCore {
+    /// `write(data)` for native callers (the TLS layer).
+    pub fn write_data(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.write(py, data)
+    }
+}
+
 /// Run `f` on the bytes of a bytes-like object without copying them.
 fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> PyResult<R>) -> PyResult<R> {
     if let Ok(b) = data.cast::<PyBytes>() {
