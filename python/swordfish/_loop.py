@@ -23,6 +23,7 @@ from ._executor import ExecutorMixin
 from ._networking import NetworkingMixin
 from ._servers import ServersMixin
 from ._signals import SignalsMixin
+from ._sendfile import SendfileMixin
 from ._sockets import SocketsMixin
 from ._tls import TlsMixin
 from ._transports import TransportsMixin
@@ -50,6 +51,7 @@ class Loop(
     DatagramMixin,
     TransportsMixin,
     TlsMixin,
+    SendfileMixin,
     NetworkingMixin,
     _native.LoopCore,
     asyncio.AbstractEventLoop,

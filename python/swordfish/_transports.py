@@ -77,6 +77,10 @@ class _StreamTransport:
     def get_write_buffer_limits(self):
         return self._core.get_write_buffer_limits()
 
+    @property
+    def _protocol_paused(self):
+        return self._core._protocol_paused
+
     def set_write_buffer_limits(self, high=None, low=None):
         self._core.set_write_buffer_limits(high, low)
 

@@ -764,6 +764,31 @@ impl StreamCore {
         self.sync(py, &mut inner)
     }
 
+    /// Lend the descriptor to other code (`loop.sendfile`): leave the loop's table and stop
+    /// watching, keeping every other state; `_reclaim()` undoes it.
+    fn _lend(&self, py: Python<'_>) -> PyResult<()> {
+        let mut inner = self.inner()?;
+        if inner.attached {
+            inner.attached = false;
+            inner.reg_read = false;
+            inner.reg_write = false;
+            self.lp.get().io_detach(py, self.fd)?;
+        }
+        Ok(())
+    }
+
+    fn _reclaim(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        if this.inner()?.attached || this.inner()?.lost_scheduled {
+            return Ok(());
+        }
+        this.lp.get().io_attach(py, this.fd, IoTarget::Stream(slf.clone().unbind()))?;
+        let mut inner = this.inner()?;
+        inner.attached = true;
+        this.sync(py, &mut inner)
+    }
+
     /// Leave the loop's descriptor table: the descriptor is about to be closed.
     fn _detach(&self, py: Python<'_>) -> PyResult<()> {
         let (protocol, transport, waiter) = {
@@ -986,6 +1011,11 @@ impl StreamCore {
     fn _state(&self) -> PyResult<(bool, bool, usize)> {
         let inner = self.inner()?;
         Ok((inner.reg_read, inner.reg_write, inner.wbuf.len()))
+    }
+
+    #[getter]
+    fn _protocol_paused(&self) -> PyResult<bool> {
+        Ok(self.inner()?.protocol_paused)
     }
 
     #[getter]
