@@ -69,7 +69,7 @@ def _cpu_model():
     return platform.processor() or "unknown"
 
 
-def _commit():
+def git_commit():
     try:
         return subprocess.run(["git", "-C", procs.REPO, "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -81,8 +81,9 @@ def _bytes_label(n):
     return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"
 
 
-def render(plan, view, versions, support, records, elapsed, plot_links):
-    """The whole section, markers included. plot_links: name -> relative path."""
+def render(plan, view, versions, support, records, elapsed, plot_links, origin):
+    """The whole section, markers included. plot_links: name -> relative path;
+    origin: where swordfish came from (commit and directory)."""
     versions_line = ", ".join(f"{impl} {versions[impl]}" for impl in plan.loops
                               if impl in versions)
     out = [BEGIN, "## Socket echo", "",
@@ -91,7 +92,7 @@ def render(plan, view, versions, support, records, elapsed, plot_links):
            f"- Machine: {_cpu_model()}, {os.cpu_count()} CPUs, "
            f"Linux {platform.release()}",
            f"- Python {sys.version.split()[0]}; {versions_line}",
-           f"- swordfish commit {_commit()}; wall time {elapsed / 60:.0f} min", "",
+           f"- swordfish {origin}; wall time {elapsed / 60:.0f} min", "",
            "### Method", "",
            METHOD.format(ncpu=os.cpu_count(), warmup=plan.warmup,
                          duration=plan.duration, bulk=_bytes_label(plan.bulk_bytes),

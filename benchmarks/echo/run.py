@@ -26,6 +26,7 @@ sys.path.insert(0, HERE)
 import docs_section  # noqa: E402
 import plots  # noqa: E402
 import procs  # noqa: E402
+import snapshot  # noqa: E402
 import tables  # noqa: E402
 from suite import Plan, Suite  # noqa: E402
 
@@ -68,6 +69,13 @@ def parse_args(argv):
     p.add_argument("--bulk-bytes", type=int)
     p.add_argument("--idle-count", type=int)
     p.add_argument("--no-pin", action="store_true", help="do not use taskset")
+    p.add_argument("--swordfish", metavar="DIR", default=procs.SWORDFISH_PATH,
+                   help="directory holding the swordfish package (default: %(default)s, "
+                        "where `make build` leaves it); e.g. an unpacked wheel, so a "
+                        "long run is not hit by a rebuild in the shared tree")
+    p.add_argument("--snapshot", metavar="COMMIT", nargs="?", const="HEAD",
+                   help="build swordfish from COMMIT (default HEAD) into results/ "
+                        "and measure that build (needs maturin)")
     p.add_argument("--docs", default=os.path.join(procs.REPO, "docs", "benchmarks.md"),
                    help="page whose echo section --full rewrites; plots go to "
                         "benchmarks/echo-*.png beside it")
@@ -154,6 +162,18 @@ def stdout_report(plan, view, versions, suite):
 def main(argv=None):
     args = parse_args(argv if argv is not None else sys.argv[1:])
     setup()
+    if args.snapshot:
+        try:
+            args.swordfish, sha = snapshot.build(args.snapshot)
+        except (RuntimeError, OSError, subprocess.CalledProcessError, ValueError) as exc:
+            print(f"echo: cannot build swordfish {args.snapshot}: {exc}", file=sys.stderr)
+            return 1
+        origin = f"built from commit {sha}"
+    else:
+        origin = f"from the working tree at commit {docs_section.git_commit()}"
+    procs.SWORDFISH_PATH = os.path.abspath(args.swordfish)
+    if not args.snapshot and procs.SWORDFISH_PATH != os.path.join(procs.REPO, "python"):
+        origin += f", loaded from {procs.SWORDFISH_PATH}"
     hard = raise_fd_limit()
     if "idle" in args.tests and hard < args.idle_count + 100:
         print(f"echo: RLIMIT_NOFILE hard limit {hard} is below {args.idle_count} "
@@ -171,7 +191,7 @@ def main(argv=None):
     os.makedirs(results, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     with open(os.path.join(results, f"{args.mode}-{stamp}.json"), "w") as f:
-        json.dump({"args": vars(args), "versions": suite.versions,
+        json.dump({"args": vars(args), "swordfish": origin, "versions": suite.versions,
                    "support": [[*key, reason] for key, reason in suite.support.items()],
                    "pinned": [plan.server_pin, plan.client_pin],
                    "records": suite.records}, f, indent=1)
@@ -181,7 +201,7 @@ def main(argv=None):
         made = render_plots(plan, view, os.path.join(docs_dir, "benchmarks"), "echo-")
         links = {name: os.path.relpath(path, docs_dir) for name, path in made.items()}
         section = docs_section.render(plan, view, suite.versions, suite.support,
-                                      suite.records, elapsed, links)
+                                      suite.records, elapsed, links, origin)
         docs_section.write(args.docs, section)
         print(f"echo: wrote the echo section of {args.docs}", file=sys.stderr)
     else:
