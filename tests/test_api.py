@@ -293,10 +293,6 @@ def test_transport_methods_not_implemented(sf_loop, tmp_path):
     rf, wf = os.fdopen(r, "rb"), os.fdopen(w, "wb")
     proto = asyncio.Protocol
     calls = {
-        "connect_read_pipe": lambda: loop.connect_read_pipe(proto, rf),
-        "connect_write_pipe": lambda: loop.connect_write_pipe(proto, wf),
-        "subprocess_exec": lambda: loop.subprocess_exec(asyncio.SubprocessProtocol, "true"),
-        "subprocess_shell": lambda: loop.subprocess_shell(asyncio.SubprocessProtocol, "true"),
         "start_tls": lambda: loop.start_tls(None, proto(), None),
         "sendfile": lambda: loop.sendfile(None, io.BytesIO(b"x")),
     }

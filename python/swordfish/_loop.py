@@ -21,10 +21,12 @@ from ._datagram import DatagramMixin
 from ._errors import ErrorsMixin
 from ._executor import ExecutorMixin
 from ._networking import NetworkingMixin
+from ._pipes import PipesMixin
 from ._servers import ServersMixin
 from ._signals import SignalsMixin
 from ._sendfile import SendfileMixin
 from ._sockets import SocketsMixin
+from ._subprocess import SubprocessMixin
 from ._tls import TlsMixin
 from ._transports import TransportsMixin
 
@@ -50,6 +52,8 @@ class Loop(
     ServersMixin,
     DatagramMixin,
     TransportsMixin,
+    PipesMixin,
+    SubprocessMixin,
     TlsMixin,
     SendfileMixin,
     NetworkingMixin,
