@@ -103,6 +103,15 @@ class SSLTransport(asyncio.Transport):
     def _protocol_paused(self):
         return self._core._app_writing_paused
 
+    @property
+    def _ssl_protocol(self):
+        # The stdlib's name for the TLS layer; some code (and CPython's tests) reach for it.
+        return self._core
+
+    def _test__append_write_backlog(self, data):
+        # CPython's test hook: queue data without writing it yet.
+        self._core._append_backlog(data)
+
     def __repr__(self):
         raw = self._core._raw_transport()
         state = "closed" if self._core.is_closing() else "open"

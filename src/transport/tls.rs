@@ -264,9 +264,11 @@ impl TlsCore {
                 } else {
                     Self::read_copied(slf)?;
                 }
-                let pending: usize = this.outgoing.bind(py).getattr(intern!(py, "pending"))?.extract()?;
-                if pending > 0 {
+                // Application data queued before a close still goes out before close_notify.
+                if this.inner()?.backlog.is_empty() {
                     this.process_outgoing(py)?;
+                } else {
+                    this.do_write(py)?;
                 }
             }
             this.control_ssl_reading(py)
@@ -546,6 +548,7 @@ impl TlsCore {
             }
         }
         this.process_outgoing(py)?;
+        this.call_eof_received(py)?;
         this.on_shutdown_complete(py, None)
     }
 
@@ -944,6 +947,13 @@ impl TlsCore {
 
     fn get_read_buffer_size(&self, py: Python<'_>) -> PyResult<usize> {
         self.incoming.bind(py).getattr(intern!(py, "pending"))?.extract()
+    }
+
+    fn _append_backlog(&self, data: Bound<'_, PyBytes>) -> PyResult<()> {
+        let mut i = self.inner()?;
+        i.backlog_size += data.len()?;
+        i.backlog.push_back(data.unbind());
+        Ok(())
     }
 
     #[getter]
