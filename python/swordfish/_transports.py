@@ -2,8 +2,8 @@
 
 Each transport is an `asyncio.Transport` subclass (code checks `isinstance`) around a native
 `StreamCore`, which owns the descriptor's registration, reading, writing, flow control and
-closing state. The hot methods are the core's own bound methods, set on the instance; this
-module keeps construction, extra info, error reporting and `connection_lost`.
+closing state. This module keeps construction, extra info, error reporting and `connection_lost`; the
+instances have slots, not a `__dict__` (an idle connection should cost little memory).
 """
 
 import asyncio
@@ -19,9 +19,7 @@ from . import _native
 
 __all__ = ["SocketTransport", "ReadPipeTransport", "WritePipeTransport", "TransportsMixin"]
 
-# The core's methods that are called often enough to skip a Python-level wrapper.
-_FAST_METHODS = ("write", "writelines", "is_closing", "get_write_buffer_size")
-_READ_METHODS = ("pause_reading", "resume_reading", "is_reading")
+_SLOTS = ("_loop", "_server", "_core", "__weakref__")
 
 
 def _set_nodelay(sock):
@@ -33,16 +31,14 @@ def _set_nodelay(sock):
 class _StreamTransport:
     """What the three stream transports share; mixed into `asyncio` transport classes."""
 
+    __slots__ = ()
     _kind = None
-    _fast = _FAST_METHODS
 
     def _setup(self, loop, fd, protocol):
         self._loop = loop
         self._server = None
         core = _native.StreamCore(loop, fd, self._kind, self)
         self._core = core
-        for name in self._fast:
-            setattr(self, name, getattr(core, name))
         self.set_protocol(protocol)
         core._attach()
 
@@ -165,11 +161,23 @@ class _StreamTransport:
             self._close_fileobj()
 
 
-class SocketTransport(_StreamTransport, asyncio.Transport):
+class _Writes:
+    """The write half, for the transports that have one."""
+
+    __slots__ = ()
+
+    def write(self, data):
+        self._core.write(data)
+
+    def writelines(self, list_of_data):
+        self._core.writelines(list_of_data)
+
+
+class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
     """A TCP or Unix stream socket."""
 
+    __slots__ = _SLOTS + ("_sock", "_sock_fd")
     _kind = "socket"
-    _fast = _FAST_METHODS + _READ_METHODS
     _start_tls_compatible = True
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
@@ -224,6 +232,7 @@ class SocketTransport(_StreamTransport, asyncio.Transport):
 
 
 class _PipeTransport(_StreamTransport):
+    __slots__ = ()
     def _init_pipe(self, loop, pipe, protocol, waiter, check):
         self._extra["pipe"] = pipe
         self._pipe = pipe
@@ -246,8 +255,8 @@ class _PipeTransport(_StreamTransport):
 class ReadPipeTransport(_PipeTransport, asyncio.ReadTransport):
     """The read end of a pipe, FIFO, socket or character device."""
 
+    __slots__ = _SLOTS + ("_pipe", "_fileno")
     _kind = "read-pipe"
-    _fast = ("is_closing",) + _READ_METHODS
 
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
         asyncio.ReadTransport.__init__(self, extra)
@@ -287,9 +296,10 @@ class ReadPipeTransport(_PipeTransport, asyncio.ReadTransport):
         )
 
 
-class WritePipeTransport(_PipeTransport, asyncio.WriteTransport):
+class WritePipeTransport(_Writes, _PipeTransport, asyncio.WriteTransport):
     """The write end of a pipe, FIFO, socket or character device."""
 
+    __slots__ = _SLOTS + ("_pipe", "_fileno")
     _kind = "write-pipe"
 
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
