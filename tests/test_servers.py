@@ -399,6 +399,24 @@ def test_wait_closed_and_open_connections(loop, run):
     run(main())
 
 
+@pytest.mark.skipif(PY >= (3, 13), reason="3.13's _attach/_detach take the transport")
+def test_private_attach_without_transport(loop, run):
+    """Before 3.13 the stdlib's transports (and CPython's own tests) call
+    server._attach()/_detach() without arguments; wait_closed counts them."""
+
+    async def main():
+        server = await loop.create_server(Recorder, "127.0.0.1", 0)
+        server._attach()
+        server.close()
+        waiter = asyncio.ensure_future(server.wait_closed())
+        await asyncio.sleep(0)
+        assert waiter.done() is (PY < (3, 12))  # 3.12 waits for the attached one
+        server._detach()
+        await waiter
+
+    run(main())
+
+
 @pytest.mark.skipif(PY < (3, 13), reason="close_clients/abort_clients are new in 3.13")
 @pytest.mark.parametrize("method", ["close_clients", "abort_clients"])
 def test_close_and_abort_clients(loop, run, method):

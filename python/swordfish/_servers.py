@@ -49,6 +49,7 @@ class Server(events.AbstractServer):
         self._sockets = sockets
         # Weak: an abandoned transport must still be collectable (and warn).
         self._clients = weakref.WeakSet()
+        self._anonymous_clients = 0
         self._waiters = []
         self._protocol_factory = protocol_factory
         self._backlog = backlog
@@ -61,18 +62,28 @@ class Server(events.AbstractServer):
     def __repr__(self):
         return f"<{type(self).__name__} sockets={self.sockets!r}>"
 
-    # Called by the transports of accepted connections.
-    def _attach(self, transport):
-        self._clients.add(transport)
+    # Called by the transports of accepted connections. Before 3.13 the stdlib's transports
+    # (and CPython's tests) call them without the transport: those are only counted.
+    def _attach(self, transport=None):
+        if transport is None:
+            self._anonymous_clients += 1
+        else:
+            self._clients.add(transport)
 
-    def _detach(self, transport):
-        self._clients.discard(transport)
-        if not self._clients and self._sockets is None:
+    def _detach(self, transport=None):
+        if transport is None:
+            self._anonymous_clients -= 1
+        else:
+            self._clients.discard(transport)
+        if self._sockets is None and not self._has_clients():
             self._wakeup()
+
+    def _has_clients(self):
+        return self._anonymous_clients > 0 or len(self._clients) > 0
 
     def _wakeup(self):
         waiters, self._waiters = self._waiters, None
-        for waiter in waiters:
+        for waiter in waiters or ():
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -111,7 +122,7 @@ class Server(events.AbstractServer):
         if forever is not None and not forever.done():
             forever.cancel()
             self._serving_forever_fut = None
-        if not self._clients:
+        if not self._has_clients():
             self._wakeup()
 
     if PY313:
