@@ -12,7 +12,7 @@ from asyncio import trsock
 
 import pytest
 
-from conftest import PY
+from conftest import PY, reset_close
 from netutil import Echo, Recorder, needs_ipv6, resolve_to, socket_fds
 
 
@@ -617,6 +617,39 @@ def test_protocol_factory_error(loop, run, debug):
         assert isinstance(errors[0]["exception"], ZeroDivisionError)
     else:
         assert errors == []
+
+
+def test_client_reset_before_accept(loop, run):
+    """A connection reset while still queued is accepted, then lost with the reset; the
+    server goes on."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    early = socket.create_connection(listener.getsockname())
+    reset_close(early)
+
+    async def main():
+        accepted = Accepted()
+        server = await loop.create_server(accepted, sock=listener)
+        first = await accepted.next()
+        assert isinstance(await first.lost, ConnectionResetError)
+        with await connect(loop, listener.getsockname()):
+            await accepted.next()
+        server.close()
+
+    run(main())
+
+
+def test_client_reset_after_accept(loop, run):
+    async def main():
+        accepted = Accepted()
+        server = await loop.create_server(accepted, "127.0.0.1", 0)
+        client = await connect(loop, server.sockets[0].getsockname())
+        proto = await accepted.next()
+        reset_close(client)
+        assert isinstance(await proto.lost, ConnectionResetError)
+        server.close()
+        await server.wait_closed()
+
+    run(main())
 
 
 def test_protocol_factory_error_closes_the_connection(sf_loop, sf_run):
