@@ -373,6 +373,53 @@ def test_pipe_flow_control_reaches_the_protocol(loop, run):
     assert bytes(proto.data[1]).strip() == str(4 << 20).encode()
 
 
+def test_pipes_are_connected_through_the_loop_methods(loop, run):
+    """The child's pipes go through loop.connect_write_pipe / connect_read_pipe, so code
+    that wraps them sees them (the stdlib's own tests do)."""
+    seen = []
+
+    def spy(name):
+        original = getattr(loop, name)
+
+        async def wrapper(factory, pipe):
+            transport, protocol = await original(factory, pipe)
+            seen.append((name, pipe.fileno()))
+            return transport, protocol
+
+        return wrapper
+
+    loop.connect_read_pipe = spy("connect_read_pipe")
+    loop.connect_write_pipe = spy("connect_write_pipe")
+
+    async def main():
+        transport, proto = await spawn(loop, *py("pass"))
+        popen = transport.get_extra_info("subprocess")
+        fds = [(n, f.fileno()) for n, f in (
+            ("connect_write_pipe", popen.stdin),
+            ("connect_read_pipe", popen.stdout),
+            ("connect_read_pipe", popen.stderr),
+        )]
+        await proto.done
+        transport.close()
+        return fds
+
+    assert run(main()) == seen
+
+
+def test_close_kills_through_popen(loop, run):
+    async def main():
+        transport, proto = await spawn(loop, *py("import time; time.sleep(60)"))
+        popen = transport.get_extra_info("subprocess")
+        calls = []
+        kill = popen.kill
+        popen.kill = lambda: (calls.append("kill"), kill())
+        transport.close()
+        await proto.done
+        return calls, transport.get_returncode()
+
+    assert run(main()) == (["kill"], -signal.SIGKILL)
+
+
 def test_subprocess_shell_low_level(loop, run):
     async def main():
         proto = Recorder(loop)
@@ -896,6 +943,38 @@ def test_swordfish_transport_class(sf_loop, sf_run):
         transport.close()
 
     sf_run(main())
+
+
+def test_swordfish_pipe_connection_fails(sf_loop, sf_run, exit_watch):
+    """A pipe that cannot be connected: the error comes out of subprocess_exec, the child is
+    killed and reaped, nothing is left open. (The stdlib's 3.11+ transport waits forever
+    here for the pipe that never connected.)"""
+    original = sf_loop.connect_read_pipe
+    calls = []
+
+    async def refuse_stderr(factory, pipe):
+        calls.append(pipe)
+        if len(calls) == 2:  # stdout first, then stderr
+            raise OSError(24, "no stderr for you")
+        return await original(factory, pipe)
+
+    sf_loop.connect_read_pipe = refuse_stderr
+    kids = children()
+
+    async def main():
+        gc.collect()
+        fds = fd_count()
+        with pytest.raises(OSError, match="no stderr for you"):
+            await sf_loop.subprocess_exec(
+                lambda: Recorder(sf_loop), *py("import time; time.sleep(60)")
+            )
+        gc.collect()
+        return fds, fd_count()
+
+    before, after = sf_run(main())
+    assert after == before
+    assert children() == kids
+    assert len(calls) == 2 and all(pipe.closed for pipe in calls)
 
 
 def test_swordfish_pidfd_watch_uses_no_thread(sf_loop, sf_run, exit_watch):

@@ -18,13 +18,14 @@ The protocol sees `connection_made` once every pipe is connected, then `pipe_dat
 once the child has exited and every pipe is closed.
 """
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 import threading
 import warnings
-from asyncio import exceptions, protocols, transports
+from asyncio import protocols, transports
 from asyncio.log import logger
 
 __all__ = ["SubprocessTransport", "SubprocessMixin"]
@@ -74,6 +75,13 @@ def _log_spawn(what, stdin, stdout, stderr):
     logger.debug(" ".join(parts))
 
 
+def _kill_quietly(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 # -- watching the child's exit -------------------------------------------------------------
 
 
@@ -101,14 +109,12 @@ class _ExitWatch:
             self._reaped = True
             return True, status
 
-    def signal(self, sig):
+    def unless_reaped(self, func, *args):
+        """`func(*args)` under the lock, unless the child is reaped: its pid may belong to
+        another process by then."""
         with self._lock:
-            if self._reaped:
-                return
-            try:
-                os.kill(self._pid, sig)
-            except ProcessLookupError:
-                pass
+            if not self._reaped:
+                func(*args)
 
     def _report(self, status):
         on_exit, self._on_exit = self._on_exit, None
@@ -233,12 +239,11 @@ class SubprocessTransport(transports.SubprocessTransport):
         self._pid = None
         self._returncode = None
         self._watch = None
-        self._pipes = {}  # fd -> pipe transport
-        self._open_pipes = set()  # fds whose pipe transport has not lost its connection
+        self._pipes = {}  # fd -> pipe transport, once connected
+        self._open_pipes = set()  # fds of the child's pipes that have not been lost yet
         self._held = []  # protocol calls held until connection_made is scheduled
         self._connected = False  # connection_made was scheduled
-        self._unconnecting = 0  # pipe transports not connected yet
-        self._connect_error = None
+        self._connecting = None  # the task that connects the pipes
         self._exit_waiters = []
         self._finished = False
 
@@ -255,9 +260,12 @@ class SubprocessTransport(transports.SubprocessTransport):
         if loop.get_debug():
             program = args if isinstance(args, (bytes, str)) else args[0]
             logger.debug("process %r created: pid %s", program, self._pid)
+        for fd, pipe in enumerate((self._proc.stdin, self._proc.stdout, self._proc.stderr)):
+            if pipe is not None:
+                self._open_pipes.add(fd)
         try:
             self._watch = _watch_exit(loop, self._pid, self._child_exited)
-            self._connect_pipes(waiter)
+            self._connecting = loop.create_task(self._connect_pipes(waiter))
         except BaseException:
             self._abandon()
             raise
@@ -268,9 +276,7 @@ class SubprocessTransport(transports.SubprocessTransport):
         proc = self._proc
         self.close()
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None and not any(
-                t.get_extra_info("pipe") is pipe for t in self._pipes.values()
-            ):
+            if pipe is not None:
                 pipe.close()
         if self._watch is None:
             try:
@@ -279,57 +285,55 @@ class SubprocessTransport(transports.SubprocessTransport):
                 pass
             proc.wait()
 
-    def _connect_pipes(self, waiter):
-        proc = self._proc
+    async def _connect_pipes(self, waiter):
+        # Through the loop's public connect_*_pipe, as the stdlib does: code that wraps
+        # them sees the child's pipes too.
         loop = self._loop
-        pending = []
-        for fd, pipe, make in (
-            (0, proc.stdin, loop._make_write_pipe_transport),
-            (1, proc.stdout, loop._make_read_pipe_transport),
-            (2, proc.stderr, loop._make_read_pipe_transport),
+        proc = self._proc
+        error = None
+        for fd, pipe, connect in (
+            (0, proc.stdin, loop.connect_write_pipe),
+            (1, proc.stdout, loop.connect_read_pipe),
+            (2, proc.stderr, loop.connect_read_pipe),
         ):
             if pipe is None:
                 continue
-            connected = loop.create_future()
-            self._pipes[fd] = make(pipe, _PipeProtocol(self, fd), connected)
-            self._open_pipes.add(fd)
-            pending.append(connected)
-        self._unconnecting = len(pending)
-        if not pending:
-            loop.call_soon(self._pipes_connected, waiter)
-            return
-        for connected in pending:
-            connected.add_done_callback(lambda fut: self._pipe_connected(fut, waiter))
-
-    def _pipe_connected(self, fut, waiter):
-        if self._connect_error is None:
-            if fut.cancelled():
-                self._connect_error = exceptions.CancelledError()
-            elif fut.exception() is not None:
-                self._connect_error = fut.exception()
-        self._unconnecting -= 1
-        if self._unconnecting == 0:
-            self._pipes_connected(waiter)
-
-    def _pipes_connected(self, waiter):
-        error, self._connect_error = self._connect_error, None
+            if error is None:
+                try:
+                    transport, _ = await connect(functools.partial(_PipeProtocol, self, fd), pipe)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    error = exc
+                else:
+                    self._pipes[fd] = transport
+                    if self._closed:  # closed meanwhile
+                        transport.close()
+                    continue
+            # Not connected: this end will not report, so it is not waited for.
+            pipe.close()
+            self._open_pipes.discard(fd)
+        self._connecting = None
         held, self._held = self._held, None
         if error is None:
             self._connected = True
-            self._loop.call_soon(self._protocol.connection_made, self)
+            loop.call_soon(self._protocol.connection_made, self)
             for call in held:
-                self._loop.call_soon(*call)
+                loop.call_soon(*call)
         else:
             # The protocol never got a connection: it hears nothing more, but the
             # transport still finishes (and wakes `_wait()`) once the child is gone.
+            self.close()
             for call in held:
                 if call[0] == self._finish:
-                    self._loop.call_soon(*call)
+                    loop.call_soon(*call)
+            self._maybe_finish()
         if waiter is not None and not waiter.cancelled():
             if error is None:
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
+        error = None  # no reference cycle through the traceback
 
     def __repr__(self):
         info = [type(self).__name__]
@@ -452,7 +456,7 @@ class SubprocessTransport(transports.SubprocessTransport):
 
     def _signal(self, sig):
         if self._returncode is None and self._proc.returncode is None:
-            self._watch.signal(sig)
+            self._watch.unless_reaped(_kill_quietly, self._pid, sig)
 
     def _running(self):
         """Whether the child has not exited yet (without reaping it)."""
@@ -476,8 +480,9 @@ class SubprocessTransport(transports.SubprocessTransport):
             if self._loop.get_debug():
                 logger.warning("Close running child process: kill %r", self)
             try:
-                self._signal(signal.SIGKILL)
-            except PermissionError:  # a setuid child
+                # Through the Popen object, as the stdlib does.
+                self._watch.unless_reaped(self._proc.kill)
+            except (ProcessLookupError, PermissionError):  # gone, or a setuid child
                 pass
 
     def __del__(self, _warn=warnings.warn):
