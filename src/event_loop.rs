@@ -256,6 +256,7 @@ impl LoopCore {
         if this.closed.load(Ordering::Relaxed) {
             return Ok(false);
         }
+        this.check_no_transport(py, fd)?;
         let removed = {
             let mut st = lock(&this.state)?;
             let Some(entry) = st.io.get_mut(&fd) else { return Ok(false) };

@@ -20,6 +20,7 @@ from . import _native
 __all__ = ["SocketTransport", "ReadPipeTransport", "WritePipeTransport", "TransportsMixin"]
 
 _SLOTS = ("_loop", "_server", "_core", "__weakref__")
+_UNSET = object()
 
 
 def _set_nodelay(sock):
@@ -129,9 +130,6 @@ class _StreamTransport:
                 server._detach(self)
             self._loop = None
 
-    def _close_fileobj(self):
-        raise NotImplementedError
-
     # -- repr and finalization ------------------------------------------------------------
 
     def _repr_parts(self):
@@ -176,22 +174,25 @@ class _Writes:
 class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
     """A TCP or Unix stream socket."""
 
-    __slots__ = _SLOTS + ("_sock", "_sock_fd")
+    __slots__ = _SLOTS + ("_sock", "_sock_fd", "_names")
     _kind = "socket"
     _start_tls_compatible = True
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
         asyncio.Transport.__init__(self, extra)
-        self._extra["socket"] = trsock.TransportSocket(sock)
         try:
-            self._extra["sockname"] = sock.getsockname()
+            sockname = sock.getsockname()
         except OSError:
-            self._extra["sockname"] = None
-        if "peername" not in self._extra:
+            sockname = None
+        peername = self._extra.get("peername", _UNSET)
+        if peername is _UNSET:
             try:
-                self._extra["peername"] = sock.getpeername()
+                peername = sock.getpeername()
             except OSError:
-                self._extra["peername"] = None
+                peername = None
+        # Kept out of the extra dict (and the 'socket' wrapper made on first use): an idle
+        # connection then costs a few hundred bytes less.
+        self._names = (sockname, peername)
         self._sock = sock
         self._sock_fd = sock.fileno()
         self._setup(loop, self._sock_fd, protocol)
@@ -200,6 +201,19 @@ class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
             server._attach(self)
         _set_nodelay(sock)
         self._schedule_start(protocol, waiter)
+
+    def get_extra_info(self, name, default=None):
+        extra = self._extra
+        if name in extra:
+            return extra[name]
+        if name == "sockname":
+            return self._names[0]
+        if name == "peername":
+            return self._names[1]
+        if name == "socket":
+            wrapper = extra["socket"] = trsock.TransportSocket(self._sock)
+            return wrapper
+        return default
 
     def write_eof(self):
         self._core.write_eof()
@@ -228,6 +242,8 @@ class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
     def _close_fileobj(self):
         sock, self._sock = self._sock, None
         if sock is not None:
+            if "socket" not in self._extra:
+                self._extra["socket"] = trsock.TransportSocket(sock)
             sock.close()
 
 
