@@ -5,7 +5,6 @@ unittest.IsolatedAsyncioTestCase.  swordfish only."""
 import asyncio
 import contextvars
 import gc
-import io
 import os
 import sys
 import time
@@ -280,38 +279,3 @@ def test_isolated_asyncio_test_case_via_install(sf, restore_policy):
     unittest.defaultTestLoader.loadTestsFromTestCase(Case).run(result)
     assert result.wasSuccessful(), result.errors + result.failures
     assert ran == [sf.Loop]
-
-
-# ---------------------------------------------- transports: not yet there
-
-
-def test_transport_methods_not_implemented(sf_loop, tmp_path):
-    """Transports are not implemented yet: each raises NotImplementedError.
-    (Delete this test once they are.)"""
-    loop = sf_loop
-    r, w = os.pipe()
-    rf, wf = os.fdopen(r, "rb"), os.fdopen(w, "wb")
-    proto = asyncio.Protocol
-    calls = {
-        "start_tls": lambda: loop.start_tls(None, proto(), None),
-        "sendfile": lambda: loop.sendfile(None, io.BytesIO(b"x")),
-    }
-    wrong = {}
-
-    async def main():
-        for name, make in calls.items():
-            try:
-                await make()
-            except NotImplementedError:
-                continue
-            except BaseException as e:  # noqa: BLE001
-                wrong[name] = repr(e)
-            else:
-                wrong[name] = "no exception"
-
-    try:
-        run_on(loop, main())
-    finally:
-        for f in (rf, wf):
-            f.close()
-    assert wrong == {}

@@ -18,9 +18,9 @@ from . import _native
 from ._compat import TASK_TAKES_CONTEXT
 from ._connections import ConnectionsMixin
 from ._datagram import DatagramMixin
+from ._datagram_transport import DatagramTransportMixin
 from ._errors import ErrorsMixin
 from ._executor import ExecutorMixin
-from ._networking import NetworkingMixin
 from ._pipes import PipesMixin
 from ._servers import ServersMixin
 from ._signals import SignalsMixin
@@ -51,12 +51,12 @@ class Loop(
     ConnectionsMixin,
     ServersMixin,
     DatagramMixin,
+    DatagramTransportMixin,
     TransportsMixin,
     PipesMixin,
     SubprocessMixin,
     TlsMixin,
     SendfileMixin,
-    NetworkingMixin,
     _native.LoopCore,
     asyncio.AbstractEventLoop,
 ):
