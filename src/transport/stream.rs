@@ -355,15 +355,31 @@ impl StreamCore {
             Some(Ok(b)) => b,
             Some(Err(e)) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
         };
-        let n = {
-            let view = match WritableView::get(&buf) {
-                Ok(v) => v,
-                Err(e) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
-            };
-            if view.len() == 0 {
+        // The stdlib's order: len(buf) belongs to get_buffer's checks; a buffer that cannot
+        // be written into fails in the read itself (recv_into's TypeError).
+        match buf.len() {
+            Ok(0) => {
                 let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
                 return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed.");
             }
+            Err(e) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
+            Ok(_) => {}
+        }
+        let n = {
+            let view = match WritableView::get(&buf) {
+                Ok(v) if v.len() > 0 => v,
+                Ok(_) => {
+                    let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
+                    return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed.");
+                }
+                Err(_) => {
+                    let e = PyTypeError::new_err(format!(
+                        "recv_into() argument 1 must be read-write bytes-like object, not {}",
+                        buf.get_type().name()?
+                    ));
+                    return self.fatal(py, e, "Fatal read error on socket transport");
+                }
+            };
             // SAFETY: the view is writable and stays valid until dropped below.
             let n = unsafe { libc::recv(self.fd, view.ptr(), view.len(), 0) };
             if n > 0 && (n as usize == view.len() || read_closed) {
@@ -854,11 +870,21 @@ impl StreamCore {
         {
             let mut inner = self.inner()?;
             if self.kind == Kind::Socket {
+                // Before 3.12 the stdlib's writelines() is write(b"".join(...)): its messages.
+                let own = py.version_info() >= (3, 12);
                 if inner.eof {
-                    return Err(PyRuntimeError::new_err("Cannot call writelines() after write_eof()"));
+                    return Err(PyRuntimeError::new_err(if own {
+                        "Cannot call writelines() after write_eof()"
+                    } else {
+                        "Cannot call write() after write_eof()"
+                    }));
                 }
                 if inner.empty_waiter.is_some() {
-                    return Err(PyRuntimeError::new_err("unable to writelines; sendfile is in progress"));
+                    return Err(PyRuntimeError::new_err(if own {
+                        "unable to writelines; sendfile is in progress"
+                    } else {
+                        "unable to write; sendfile is in progress"
+                    }));
                 }
             }
             if items.is_empty() {
@@ -973,6 +999,9 @@ impl StreamCore {
             return Ok(());
         }
         inner.paused = false;
+        // Like the stdlib, resuming adds the reader back even after an end-of-file that
+        // eof_received() kept open (which stopped reading): the EOF is reported again.
+        inner.started = true;
         self.sync(py, &mut inner)
     }
 
@@ -984,7 +1013,8 @@ impl StreamCore {
             None => DEFAULT_HIGH_WATER as i64,
             Some(l) => 4 * l,
         });
-        let low_v = low_v.unwrap_or(high_v / 4);
+        // Python's floor division (high=-1 gives low=-1, as in the stdlib's message).
+        let low_v = low_v.unwrap_or(high_v.div_euclid(4));
         if !(high_v >= low_v && low_v >= 0) {
             return Err(PyValueError::new_err(format!(
                 "high ({high_v}) must be >= low ({low_v}) must be >= 0"

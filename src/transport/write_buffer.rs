@@ -90,26 +90,34 @@ impl WriteBuffer {
     }
 
     /// Write as much as the descriptor takes. Returns the number of bytes written;
-    /// `WouldBlock` is reported as Ok(0).
+    /// `WouldBlock` ends the flush without an error.
+    ///
+    /// The registration is edge-triggered, so this must not stop while the descriptor can
+    /// still take more: one vectored write carries at most MAX_IOVECS chunks, and when it
+    /// was taken whole the next batch is written at once (no new edge would come for it).
     pub fn flush(&mut self, py: Python<'_>, fd: RawFd, sink: Sink) -> io::Result<usize> {
-        if self.size == 0 {
-            return Ok(0);
-        }
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(self.chunks.len().min(MAX_IOVECS));
-        for c in self.chunks.iter().take(MAX_IOVECS) {
-            let s = c.remaining(py);
-            iov.push(libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() });
-        }
-        let n = match write_vectored(fd, &iov, sink) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
-                return Ok(0)
+        let mut total = 0;
+        while self.size > 0 {
+            let mut iov: Vec<libc::iovec> = Vec::with_capacity(self.chunks.len().min(MAX_IOVECS));
+            for c in self.chunks.iter().take(MAX_IOVECS) {
+                let s = c.remaining(py);
+                iov.push(libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() });
             }
-            Err(e) => return Err(e),
-        };
-        drop(iov);
-        self.consume(py, n);
-        Ok(n)
+            let offered: usize = iov.iter().map(|v| v.iov_len).sum();
+            let n = match write_vectored(fd, &iov, sink) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            };
+            drop(iov);
+            self.consume(py, n);
+            total += n;
+            if n < offered {
+                break; // the descriptor is full: an edge comes when it has room again
+            }
+        }
+        Ok(total)
     }
 
     fn consume(&mut self, py: Python<'_>, mut n: usize) {

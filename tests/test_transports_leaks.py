@@ -1,0 +1,108 @@
+"""No descriptor or memory leaks across many connections: 10,000 connect / exchange /
+close cycles through a Unix server keep the process's descriptors and memory flat.
+
+Memory is read from two counters that do not depend on timing: pymalloc blocks
+(`sys.getallocatedblocks()`, every small Python object) and the C allocator's bytes in use
+(glibc `mallinfo2().uordblks`: large Python objects and everything the native core
+allocates). Both are read after a warm-up run, so caches and free lists that fill once do
+not count.
+"""
+
+import asyncio
+import ctypes
+import gc
+import os
+import sys
+
+import pytest
+
+CYCLES = 10_000
+WARMUP = 1_000
+# What a leak of one small object, or of 64 bytes of native memory, per cycle would exceed.
+MAX_BLOCK_GROWTH = CYCLES // 4
+MAX_MALLOC_GROWTH = 64 * CYCLES // 2
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost",
+    )]
+
+
+def _malloc_in_use():
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None  # not glibc 2.33+
+    mallinfo2.restype = _MallInfo2
+    return mallinfo2().uordblks
+
+
+def _fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+class Client(asyncio.Protocol):
+    def __init__(self, done):
+        self.done = done
+
+    def connection_made(self, transport):
+        self.transport = transport
+        transport.write(b"ping")
+
+    def data_received(self, data):
+        self.transport.close()
+
+    def connection_lost(self, exc):
+        self.done.set_result(exc)
+
+
+class Server(asyncio.Protocol):
+    def __init__(self, lost):
+        self.lost = lost
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.transport.write(data)
+
+    def connection_lost(self, exc):
+        self.lost()
+
+
+async def cycles(loop, path, n):
+    server_lost = 0
+
+    def lost():
+        nonlocal server_lost
+        server_lost += 1
+
+    server = await loop.create_unix_server(lambda: Server(lost), path)
+    try:
+        for _ in range(n):
+            done = loop.create_future()
+            await loop.create_unix_connection(lambda: Client(done), path)
+            assert await done is None
+        while server_lost < n:  # the server's ends close on EOF, a moment later
+            await asyncio.sleep(0)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.timeout(120)
+def test_swordfish_connect_close_cycles_leak_nothing(sf_loop, sf_run, tmp_path):
+    path = str(tmp_path / "s")
+    sf_run(cycles(sf_loop, path, WARMUP), timeout=60)
+    gc.collect()
+    fds, blocks, in_use = _fds(), sys.getallocatedblocks(), _malloc_in_use()
+
+    sf_run(cycles(sf_loop, path, CYCLES), timeout=60)
+    gc.collect()
+    assert _fds() == fds
+    assert sys.getallocatedblocks() - blocks < MAX_BLOCK_GROWTH
+    if in_use is not None:
+        assert _malloc_in_use() - in_use < MAX_MALLOC_GROWTH

@@ -1,0 +1,366 @@
+"""Pipe transports (`connect_read_pipe` / `connect_write_pipe`) behave like the stdlib's
+`_UnixReadPipeTransport` and `_UnixWritePipeTransport`."""
+
+import asyncio
+import os
+
+import pytest
+
+from conftest import PY
+from transportutil import (
+    Rec,
+    connect_pipe,
+    handler_calls,
+    iterations,
+    payload,
+    read_pipe,
+    warnings_from,
+    write_pipe,
+)
+
+
+@pytest.fixture
+def fds():
+    """File descriptors to close at teardown (closing twice is fine)."""
+    opened = []
+    yield opened
+    for fd in opened:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def write_all(fd, data, close=True):
+    """Blocking write of everything (in an executor thread), then close."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    if close:
+        os.close(fd)
+
+
+def read_all(fd):
+    """Blocking read to end-of-file (in an executor thread)."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def check_reading(tr, impl, expected):
+    if impl == "asyncio" and PY < (3, 11):
+        return  # 3.10's read pipe has no is_reading()
+    assert tr.is_reading() is expected
+
+
+# -- read pipes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("eof_result", [None, True])
+def test_read_pipe_data_then_eof_then_connection_lost(loop, run, fds, eof_result, impl):
+    async def main():
+        tr, pr, w = await read_pipe(loop, lambda: Rec(eof_result=eof_result))
+        fds.append(w)
+        assert isinstance(tr, asyncio.ReadTransport)
+        pipe = tr.get_extra_info("pipe")
+        assert f"fd={pipe.fileno()}" in repr(tr)
+        check_reading(tr, impl, True)
+        assert not tr.is_closing()
+        os.write(w, b"abc")
+        assert await pr.received(3) == b"abc"
+        data = payload(1 << 20)
+        await loop.run_in_executor(None, write_all, w, data)
+        # A pipe's transport closes at end-of-file whatever eof_received returns.
+        assert await pr.lost is None
+        assert bytes(pr.data) == b"abc" + data
+        assert pr.chunk_types == {bytes}
+        assert pr.events[0] == "made" and pr.events[-2:] == ["eof", "lost"]
+        assert pr.count("eof") == 1
+        assert tr.is_closing()
+        check_reading(tr, impl, False)
+
+    run(main())
+
+
+def test_read_pipe_pause_and_resume(loop, run, fds, impl):
+    async def main():
+        tr, pr, w = await read_pipe(loop, Rec)
+        fds.append(w)
+        tr.pause_reading()
+        tr.pause_reading()
+        check_reading(tr, impl, False)
+        os.write(w, b"waiting")
+        await iterations(20)
+        assert pr.data == b""
+        tr.resume_reading()
+        tr.resume_reading()
+        check_reading(tr, impl, True)
+        assert await pr.received(7) == b"waiting"
+
+        tr.pause_reading()
+        os.close(w)
+        await iterations(20)
+        assert not pr.eof.done()  # end-of-file waits too
+        tr.resume_reading()
+        assert await pr.lost is None
+
+    run(main())
+
+
+def test_read_pipe_paused_in_connection_made(loop, run, fds, impl):
+    class Paused(Rec):
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            transport.pause_reading()
+
+    async def main():
+        tr, pr, w = await read_pipe(loop, Paused)
+        fds.append(w)
+        os.write(w, b"early")
+        if impl == "asyncio" and PY < (3, 11):
+            # 3.10 starts reading after connection_made whatever it did.
+            assert await pr.received(5) == b"early"
+            return
+        await iterations(20)
+        assert pr.data == b""
+        check_reading(tr, impl, False)
+        tr.resume_reading()
+        assert await pr.received(5) == b"early"
+
+    run(main())
+
+
+def test_read_pipe_large_transfer_with_toggled_reads(loop, run, fds):
+    class Toggler(Rec):
+        def data_received(self, data):
+            super().data_received(data)
+            self.transport.pause_reading()
+            self.loop.call_soon(self.transport.resume_reading)
+
+    async def main():
+        tr, pr, w = await read_pipe(loop, Toggler)
+        fds.append(w)
+        data = payload(4 << 20)
+        writing = loop.run_in_executor(None, write_all, w, data)
+        assert await pr.lost is None
+        await writing
+        assert len(pr.data) == len(data) and bytes(pr.data) == data
+        assert pr.count("data") > 1
+
+    run(main())
+
+
+def test_read_pipe_close(loop, run, fds, impl):
+    async def main():
+        tr, pr, w = await read_pipe(loop, Rec)
+        fds.append(w)
+        tr.close()
+        assert tr.is_closing()
+        check_reading(tr, impl, False)
+        tr.close()
+        assert await pr.lost is None
+        assert pr.events == ["made", "lost"]
+        with pytest.raises(BrokenPipeError):
+            os.write(w, b"x")
+
+    run(main())
+
+
+def test_read_pipe_data_received_raising_is_reported_and_reading_goes_on(loop, run, fds):
+    class Bad(Rec):
+        def data_received(self, data):
+            super().data_received(data)
+            if len(self.data) == 3:
+                raise ZeroDivisionError("bad")
+
+    async def main():
+        with handler_calls(loop) as calls:
+            tr, pr, w = await read_pipe(loop, Bad)
+            fds.append(w)
+            os.write(w, b"one")
+            await pr.received(3)
+            await iterations(3)
+            assert len(calls) == 1
+            assert calls[0]["message"].startswith("Exception in callback")
+            assert type(calls[0]["exception"]) is ZeroDivisionError
+            assert not tr.is_closing()
+            os.write(w, b"two")
+            assert await pr.received(6) == b"onetwo"
+            tr.close()
+            await pr.lost
+
+    run(main())
+
+
+def test_read_pipe_refuses_a_regular_file(loop, run, tmp_path):
+    path = tmp_path / "file"
+    path.write_bytes(b"data")
+
+    async def main():
+        with open(path, "rb") as f:
+            with pytest.raises(ValueError, match=r"^Pipe transport is for pipes/sockets only\.$"):
+                await connect_pipe(loop, "read", asyncio.Protocol, f)
+
+    run(main())
+
+
+# -- write pipes ------------------------------------------------------------------------
+
+
+def test_write_pipe_writes_and_close_flushes(loop, run, fds):
+    async def main():
+        tr, pr, r = await write_pipe(loop, Rec)
+        fds.append(r)
+        assert isinstance(tr, asyncio.WriteTransport)
+        assert tr.can_write_eof() is True
+        tr.write(b"abc")
+        tr.writelines([bytearray(b"de"), memoryview(b"f")])
+        assert os.read(r, 100) == b"abcdef"
+        data = payload(1 << 20)
+        tr.write(data)
+        assert tr.get_write_buffer_size() > 0  # more than the pipe holds
+        reading = loop.run_in_executor(None, read_all, r)
+        tr.close()
+        assert tr.is_closing()
+        assert await reading == data
+        assert await pr.lost is None
+        assert tr.get_write_buffer_size() == 0
+
+    run(main())
+
+
+def test_write_pipe_many_small_writes_behind_a_full_pipe(loop, run, fds):
+    async def main():
+        tr, pr, r = await write_pipe(loop, Rec)
+        fds.append(r)
+        tr.set_write_buffer_limits(high=1 << 30)
+        head = payload(1 << 20)
+        tr.write(head)
+        assert tr.get_write_buffer_size() > 0
+        small = [bytes([i % 251]) * (1 + i % 5) for i in range(5000)]
+        for chunk in small:
+            tr.write(chunk)
+        tr.writelines(small)
+        reading = loop.run_in_executor(None, read_all, r)
+        tr.close()
+        assert await reading == head + b"".join(small) * 2
+        assert await pr.lost is None
+
+    run(main())
+
+
+def test_write_pipe_write_eof_closes(loop, run, fds):
+    async def main():
+        tr, pr, r = await write_pipe(loop, Rec)
+        fds.append(r)
+        tr.write(b"last")
+        tr.write_eof()
+        assert tr.is_closing()
+        assert await pr.lost is None
+        assert await loop.run_in_executor(None, read_all, r) == b"last"
+
+    run(main())
+
+
+def test_write_pipe_reader_closed_without_pending_data(loop, run, fds):
+    async def main():
+        with handler_calls(loop) as calls:
+            tr, pr, r = await write_pipe(loop, Rec)
+            fds.append(r)
+            tr.write(b"unread")
+            os.close(r)
+            assert await pr.lost is None
+            assert tr.is_closing()
+            assert calls == []
+
+    run(main())
+
+
+def test_write_pipe_reader_closed_with_pending_data(loop, run, fds):
+    async def main():
+        with handler_calls(loop) as calls:
+            tr, pr, r = await write_pipe(loop, Rec)
+            fds.append(r)
+            tr.write(payload(1 << 20))
+            assert tr.get_write_buffer_size() > 0
+            os.close(r)
+            exc = await pr.lost
+            assert isinstance(exc, BrokenPipeError)
+            assert tr.get_write_buffer_size() == 0
+            await iterations(5)
+            assert calls == []  # OSErrors are not reported
+
+    run(main())
+
+
+def test_write_pipe_abort_drops_pending_data(loop, run, fds):
+    async def main():
+        tr, pr, r = await write_pipe(loop, Rec)
+        fds.append(r)
+        data = payload(1 << 20)
+        tr.write(data)
+        tr.abort()
+        assert tr.is_closing() and tr.get_write_buffer_size() == 0
+        assert await pr.lost is None
+        got = await loop.run_in_executor(None, read_all, r)
+        assert len(got) < len(data) and got == data[:len(got)]
+
+    run(main())
+
+
+def test_write_pipe_flow_control(loop, run, fds):
+    async def main():
+        tr, pr, r = await write_pipe(loop, Rec)
+        fds.append(r)
+        assert tr.get_write_buffer_limits() == (16 * 1024, 64 * 1024)
+        tr.set_write_buffer_limits(high=1000)
+        assert tr.get_write_buffer_limits() == (250, 1000)
+        with pytest.raises(ValueError, match=r"^high \(1\) must be >= low \(2\) must be >= 0$"):
+            tr.set_write_buffer_limits(high=1, low=2)
+        data = payload(300_000)
+        for i in range(0, len(data), 10_000):
+            tr.write(data[i:i + 10_000])
+        assert len(pr.pauses) == 1 and pr.pauses[0] > 1000 and pr.resumes == []
+        reading = loop.run_in_executor(None, read_all, r)
+        await pr.until(lambda: pr.resumes)
+        assert len(pr.resumes) == 1 and pr.resumes[0] <= 250
+        tr.close()
+        assert await reading == data
+        assert await pr.lost is None
+
+    run(main())
+
+
+def test_write_pipe_writes_after_close_are_dropped_then_logged(loop, run, fds, caplog):
+    message = "pipe closed by peer or os.write(pipe, data) raised exception."
+
+    async def main():
+        tr, pr, r = await write_pipe(loop, Rec)
+        fds.append(r)
+        tr.close()
+        for _ in range(5):
+            tr.write(b"dropped")
+        assert warnings_from(caplog, message) == []
+        tr.write(b"dropped")
+        assert len(warnings_from(caplog, message)) == 1
+        assert await pr.lost is None
+        tr.write(b"dropped")
+        assert len(warnings_from(caplog, message)) == 2
+        assert await loop.run_in_executor(None, read_all, r) == b""
+
+    run(main())
+
+
+def test_write_pipe_refuses_str(loop, run, fds):
+    async def main():
+        tr, pr, r = await write_pipe(loop, Rec)
+        fds.append(r)
+        with pytest.raises(AssertionError):
+            tr.write("text")
+        tr.close()
+        await pr.lost
+
+    run(main())
