@@ -195,6 +195,33 @@ def test_read_pipe_data_received_raising_is_reported_and_reading_goes_on(loop, r
     run(main())
 
 
+def test_pipe_reprs(loop, run, fds):
+    async def main():
+        rt, rp, w = await read_pipe(loop, Rec)
+        wt, wp, r = await write_pipe(loop, Rec)
+        fds.extend([w, r])
+        rname, rfd = type(rt).__name__, rt.get_extra_info("pipe").fileno()
+        wname, wfd = type(wt).__name__, wt.get_extra_info("pipe").fileno()
+        assert repr(rt) == f"<{rname} fd={rfd} polling>"
+        assert repr(wt) == f"<{wname} fd={wfd} idle bufsize=0>"
+        rt.pause_reading()
+        wt.write(payload(1 << 20))
+        size = wt.get_write_buffer_size()
+        assert repr(rt) == f"<{rname} fd={rfd} idle>"
+        assert repr(wt) == f"<{wname} fd={wfd} polling bufsize={size}>"
+        rt.close()
+        wt.close()
+        assert repr(rt) == f"<{rname} closing fd={rfd} idle>"
+        assert repr(wt) == f"<{wname} closing fd={wfd} polling bufsize={size}>"
+        wt.abort()
+        await rp.lost
+        await wp.lost
+        assert repr(rt) == f"<{rname} closed fd={rfd} closed>"
+        assert repr(wt) == f"<{wname} closed fd={wfd} closed>"
+
+    run(main())
+
+
 def test_read_pipe_refuses_a_regular_file(loop, run, tmp_path):
     path = tmp_path / "file"
     path.write_bytes(b"data")

@@ -267,6 +267,29 @@ class _PipeTransport(_StreamTransport):
         if pipe is not None:
             pipe.close()
 
+    def _repr_parts(self):
+        # The stdlib's pipe format, not the socket one: "polling"/"idle" for the direction
+        # the pipe serves (a write pipe adds its queue size); "closed" twice once it is gone.
+        core = self._core
+        info = [type(self).__name__]
+        if self._pipe is None:
+            info.append("closed")
+        elif core.is_closing():
+            info.append("closing")
+        info.append(f"fd={core.fileno()}")
+        if self._pipe is None:
+            info.append("closed")
+        elif self._loop is None or self._loop.is_closed():
+            info.append("open")
+        else:
+            reading, writing, size = core._state()
+            if self._kind == "read-pipe":
+                info.append("polling" if reading else "idle")
+            else:
+                info.append("polling" if writing else "idle")
+                info.append(f"bufsize={size}")
+        return info
+
 
 class ReadPipeTransport(_PipeTransport, asyncio.ReadTransport):
     """The read end of a pipe, FIFO, socket or character device."""
