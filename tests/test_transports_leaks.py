@@ -1,5 +1,6 @@
 """No descriptor or memory leaks across many connections: 10,000 connect / exchange /
-close cycles through a Unix server keep the process's descriptors and memory flat.
+close cycles through a Unix server keep the process's descriptors and memory flat, whether
+the client closes, aborts or fails in a protocol callback (the fatal-error path).
 
 Memory is read from two counters that do not depend on timing: pymalloc blocks
 (`sys.getallocatedblocks()`, every small Python object) and the C allocator's bytes in use
@@ -45,15 +46,24 @@ def _fds():
 
 
 class Client(asyncio.Protocol):
-    def __init__(self, done):
+    """Sends a ping; on the echo it ends the connection the way `mode` says: close(),
+    abort(), or a data_received() that raises (a fatal error, reported to the handler)."""
+
+    def __init__(self, done, mode):
         self.done = done
+        self.mode = mode
 
     def connection_made(self, transport):
         self.transport = transport
         transport.write(b"ping")
 
     def data_received(self, data):
-        self.transport.close()
+        if self.mode == "close":
+            self.transport.close()
+        elif self.mode == "abort":
+            self.transport.abort()
+        else:
+            raise RuntimeError("fatal")
 
     def connection_lost(self, exc):
         self.done.set_result(exc)
@@ -73,7 +83,7 @@ class Server(asyncio.Protocol):
         self.lost()
 
 
-async def cycles(loop, path, n):
+async def cycles(loop, path, n, mode="close"):
     server_lost = 0
 
     def lost():
@@ -84,8 +94,9 @@ async def cycles(loop, path, n):
     try:
         for _ in range(n):
             done = loop.create_future()
-            await loop.create_unix_connection(lambda: Client(done), path)
-            assert await done is None
+            await loop.create_unix_connection(lambda: Client(done, mode), path)
+            exc = await done
+            assert (exc is None) if mode != "fatal" else isinstance(exc, RuntimeError)
         while server_lost < n:  # the server's ends close on EOF, a moment later
             await asyncio.sleep(0)
     finally:
@@ -94,14 +105,19 @@ async def cycles(loop, path, n):
 
 
 @pytest.mark.timeout(120)
-def test_swordfish_connect_close_cycles_leak_nothing(sf_loop, sf_run, tmp_path):
+@pytest.mark.parametrize("mode", ["close", "abort", "fatal"])
+def test_swordfish_connect_close_cycles_leak_nothing(sf_loop, sf_run, tmp_path, mode):
     path = str(tmp_path / "s")
-    sf_run(cycles(sf_loop, path, WARMUP), timeout=60)
+    handled = []
+    sf_loop.set_exception_handler(lambda loop, ctx: handled.append(None))
+    sf_run(cycles(sf_loop, path, WARMUP, mode), timeout=60)
     gc.collect()
     fds, blocks, in_use = _fds(), sys.getallocatedblocks(), _malloc_in_use()
 
-    sf_run(cycles(sf_loop, path, CYCLES), timeout=60)
+    sf_run(cycles(sf_loop, path, CYCLES, mode), timeout=60)
     gc.collect()
+    assert len(handled) == (WARMUP + CYCLES if mode == "fatal" else 0)
+    handled.clear()
     assert _fds() == fds
     assert sys.getallocatedblocks() - blocks < MAX_BLOCK_GROWTH
     if in_use is not None:

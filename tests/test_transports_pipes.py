@@ -2,7 +2,10 @@
 `_UnixReadPipeTransport` and `_UnixWritePipeTransport`."""
 
 import asyncio
+import gc
 import os
+import warnings
+import weakref
 
 import pytest
 
@@ -20,24 +23,44 @@ from transportutil import (
 
 
 @pytest.fixture
-def fds():
-    """File descriptors to close at teardown (closing twice is fine)."""
-    opened = []
-    yield opened
-    for fd in opened:
-        try:
+def pipes(loop):
+    """`await pipes.read(factory)` / `await pipes.write(factory)`: see read_pipe and
+    write_pipe. At teardown the other ends are closed and transports still open are
+    closed (read) or aborted (write), so no test leaves one for the GC."""
+    made = []
+    closed = set()
+
+    class Pipes:
+        def close(self, fd):
+            """Close the other end (once: its number may be reused afterwards)."""
             os.close(fd)
-        except OSError:
-            pass
+            closed.add(fd)
+
+        async def read(self, factory):
+            tr, pr, w = await read_pipe(loop, factory)
+            made.append((tr, w))
+            return tr, pr, w
+
+        async def write(self, factory):
+            tr, pr, r = await write_pipe(loop, factory)
+            made.append((tr, r))
+            return tr, pr, r
+
+    yield Pipes()
+    for tr, fd in made:
+        if fd not in closed:
+            os.close(fd)
+        if not loop.is_closed() and not tr.is_closing():
+            tr.close() if isinstance(tr, asyncio.ReadTransport) else tr.abort()
+    if not loop.is_closed() and not loop.is_running():
+        loop.run_until_complete(iterations(5))
 
 
-def write_all(fd, data, close=True):
-    """Blocking write of everything (in an executor thread), then close."""
+def write_all(fd, data):
+    """Blocking write of everything (in an executor thread)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-    if close:
-        os.close(fd)
 
 
 def read_all(fd):
@@ -60,10 +83,9 @@ def check_reading(tr, impl, expected):
 
 
 @pytest.mark.parametrize("eof_result", [None, True])
-def test_read_pipe_data_then_eof_then_connection_lost(loop, run, fds, eof_result, impl):
+def test_read_pipe_data_then_eof_then_connection_lost(loop, run, pipes, eof_result, impl):
     async def main():
-        tr, pr, w = await read_pipe(loop, lambda: Rec(eof_result=eof_result))
-        fds.append(w)
+        tr, pr, w = await pipes.read(lambda: Rec(eof_result=eof_result))
         assert isinstance(tr, asyncio.ReadTransport)
         pipe = tr.get_extra_info("pipe")
         assert f"fd={pipe.fileno()}" in repr(tr)
@@ -73,6 +95,7 @@ def test_read_pipe_data_then_eof_then_connection_lost(loop, run, fds, eof_result
         assert await pr.received(3) == b"abc"
         data = payload(1 << 20)
         await loop.run_in_executor(None, write_all, w, data)
+        pipes.close(w)
         # A pipe's transport closes at end-of-file whatever eof_received returns.
         assert await pr.lost is None
         assert bytes(pr.data) == b"abc" + data
@@ -85,10 +108,9 @@ def test_read_pipe_data_then_eof_then_connection_lost(loop, run, fds, eof_result
     run(main())
 
 
-def test_read_pipe_pause_and_resume(loop, run, fds, impl):
+def test_read_pipe_pause_and_resume(loop, run, pipes, impl):
     async def main():
-        tr, pr, w = await read_pipe(loop, Rec)
-        fds.append(w)
+        tr, pr, w = await pipes.read(Rec)
         tr.pause_reading()
         tr.pause_reading()
         check_reading(tr, impl, False)
@@ -101,7 +123,7 @@ def test_read_pipe_pause_and_resume(loop, run, fds, impl):
         assert await pr.received(7) == b"waiting"
 
         tr.pause_reading()
-        os.close(w)
+        pipes.close(w)
         await iterations(20)
         assert not pr.eof.done()  # end-of-file waits too
         tr.resume_reading()
@@ -110,15 +132,14 @@ def test_read_pipe_pause_and_resume(loop, run, fds, impl):
     run(main())
 
 
-def test_read_pipe_paused_in_connection_made(loop, run, fds, impl):
+def test_read_pipe_paused_in_connection_made(loop, run, pipes, impl):
     class Paused(Rec):
         def connection_made(self, transport):
             super().connection_made(transport)
             transport.pause_reading()
 
     async def main():
-        tr, pr, w = await read_pipe(loop, Paused)
-        fds.append(w)
+        tr, pr, w = await pipes.read(Paused)
         os.write(w, b"early")
         if impl == "asyncio" and PY < (3, 11):
             # 3.10 starts reading after connection_made whatever it did.
@@ -133,7 +154,7 @@ def test_read_pipe_paused_in_connection_made(loop, run, fds, impl):
     run(main())
 
 
-def test_read_pipe_large_transfer_with_toggled_reads(loop, run, fds):
+def test_read_pipe_large_transfer_with_toggled_reads(loop, run, pipes):
     class Toggler(Rec):
         def data_received(self, data):
             super().data_received(data)
@@ -141,10 +162,10 @@ def test_read_pipe_large_transfer_with_toggled_reads(loop, run, fds):
             self.loop.call_soon(self.transport.resume_reading)
 
     async def main():
-        tr, pr, w = await read_pipe(loop, Toggler)
-        fds.append(w)
+        tr, pr, w = await pipes.read(Toggler)
         data = payload(4 << 20)
         writing = loop.run_in_executor(None, write_all, w, data)
+        writing.add_done_callback(lambda f: pipes.close(w))
         assert await pr.lost is None
         await writing
         assert len(pr.data) == len(data) and bytes(pr.data) == data
@@ -153,10 +174,9 @@ def test_read_pipe_large_transfer_with_toggled_reads(loop, run, fds):
     run(main())
 
 
-def test_read_pipe_close(loop, run, fds, impl):
+def test_read_pipe_close(loop, run, pipes, impl):
     async def main():
-        tr, pr, w = await read_pipe(loop, Rec)
-        fds.append(w)
+        tr, pr, w = await pipes.read(Rec)
         tr.close()
         assert tr.is_closing()
         check_reading(tr, impl, False)
@@ -169,7 +189,7 @@ def test_read_pipe_close(loop, run, fds, impl):
     run(main())
 
 
-def test_read_pipe_data_received_raising_is_reported_and_reading_goes_on(loop, run, fds):
+def test_read_pipe_data_received_raising_is_reported_and_reading_goes_on(loop, run, pipes):
     class Bad(Rec):
         def data_received(self, data):
             super().data_received(data)
@@ -178,8 +198,7 @@ def test_read_pipe_data_received_raising_is_reported_and_reading_goes_on(loop, r
 
     async def main():
         with handler_calls(loop) as calls:
-            tr, pr, w = await read_pipe(loop, Bad)
-            fds.append(w)
+            tr, pr, w = await pipes.read(Bad)
             os.write(w, b"one")
             await pr.received(3)
             await iterations(3)
@@ -195,11 +214,10 @@ def test_read_pipe_data_received_raising_is_reported_and_reading_goes_on(loop, r
     run(main())
 
 
-def test_pipe_reprs(loop, run, fds):
+def test_pipe_reprs(loop, run, pipes):
     async def main():
-        rt, rp, w = await read_pipe(loop, Rec)
-        wt, wp, r = await write_pipe(loop, Rec)
-        fds.extend([w, r])
+        rt, rp, w = await pipes.read(Rec)
+        wt, wp, r = await pipes.write(Rec)
         rname, rfd = type(rt).__name__, rt.get_extra_info("pipe").fileno()
         wname, wfd = type(wt).__name__, wt.get_extra_info("pipe").fileno()
         assert repr(rt) == f"<{rname} fd={rfd} polling>"
@@ -237,10 +255,9 @@ def test_read_pipe_refuses_a_regular_file(loop, run, tmp_path):
 # -- write pipes ------------------------------------------------------------------------
 
 
-def test_write_pipe_writes_and_close_flushes(loop, run, fds):
+def test_write_pipe_writes_and_close_flushes(loop, run, pipes):
     async def main():
-        tr, pr, r = await write_pipe(loop, Rec)
-        fds.append(r)
+        tr, pr, r = await pipes.write(Rec)
         assert isinstance(tr, asyncio.WriteTransport)
         assert tr.can_write_eof() is True
         tr.write(b"abc")
@@ -259,10 +276,9 @@ def test_write_pipe_writes_and_close_flushes(loop, run, fds):
     run(main())
 
 
-def test_write_pipe_many_small_writes_behind_a_full_pipe(loop, run, fds):
+def test_write_pipe_many_small_writes_behind_a_full_pipe(loop, run, pipes):
     async def main():
-        tr, pr, r = await write_pipe(loop, Rec)
-        fds.append(r)
+        tr, pr, r = await pipes.write(Rec)
         tr.set_write_buffer_limits(high=1 << 30)
         head = payload(1 << 20)
         tr.write(head)
@@ -279,10 +295,9 @@ def test_write_pipe_many_small_writes_behind_a_full_pipe(loop, run, fds):
     run(main())
 
 
-def test_write_pipe_write_eof_closes(loop, run, fds):
+def test_write_pipe_write_eof_closes(loop, run, pipes):
     async def main():
-        tr, pr, r = await write_pipe(loop, Rec)
-        fds.append(r)
+        tr, pr, r = await pipes.write(Rec)
         tr.write(b"last")
         tr.write_eof()
         assert tr.is_closing()
@@ -292,13 +307,12 @@ def test_write_pipe_write_eof_closes(loop, run, fds):
     run(main())
 
 
-def test_write_pipe_reader_closed_without_pending_data(loop, run, fds):
+def test_write_pipe_reader_closed_without_pending_data(loop, run, pipes):
     async def main():
         with handler_calls(loop) as calls:
-            tr, pr, r = await write_pipe(loop, Rec)
-            fds.append(r)
+            tr, pr, r = await pipes.write(Rec)
             tr.write(b"unread")
-            os.close(r)
+            pipes.close(r)
             assert await pr.lost is None
             assert tr.is_closing()
             assert calls == []
@@ -306,14 +320,13 @@ def test_write_pipe_reader_closed_without_pending_data(loop, run, fds):
     run(main())
 
 
-def test_write_pipe_reader_closed_with_pending_data(loop, run, fds):
+def test_write_pipe_reader_closed_with_pending_data(loop, run, pipes):
     async def main():
         with handler_calls(loop) as calls:
-            tr, pr, r = await write_pipe(loop, Rec)
-            fds.append(r)
+            tr, pr, r = await pipes.write(Rec)
             tr.write(payload(1 << 20))
             assert tr.get_write_buffer_size() > 0
-            os.close(r)
+            pipes.close(r)
             exc = await pr.lost
             assert isinstance(exc, BrokenPipeError)
             assert tr.get_write_buffer_size() == 0
@@ -323,10 +336,9 @@ def test_write_pipe_reader_closed_with_pending_data(loop, run, fds):
     run(main())
 
 
-def test_write_pipe_abort_drops_pending_data(loop, run, fds):
+def test_write_pipe_abort_drops_pending_data(loop, run, pipes):
     async def main():
-        tr, pr, r = await write_pipe(loop, Rec)
-        fds.append(r)
+        tr, pr, r = await pipes.write(Rec)
         data = payload(1 << 20)
         tr.write(data)
         tr.abort()
@@ -338,10 +350,9 @@ def test_write_pipe_abort_drops_pending_data(loop, run, fds):
     run(main())
 
 
-def test_write_pipe_flow_control(loop, run, fds):
+def test_write_pipe_flow_control(loop, run, pipes):
     async def main():
-        tr, pr, r = await write_pipe(loop, Rec)
-        fds.append(r)
+        tr, pr, r = await pipes.write(Rec)
         assert tr.get_write_buffer_limits() == (16 * 1024, 64 * 1024)
         tr.set_write_buffer_limits(high=1000)
         assert tr.get_write_buffer_limits() == (250, 1000)
@@ -361,12 +372,11 @@ def test_write_pipe_flow_control(loop, run, fds):
     run(main())
 
 
-def test_write_pipe_writes_after_close_are_dropped_then_logged(loop, run, fds, caplog):
+def test_write_pipe_writes_after_close_are_dropped_then_logged(loop, run, pipes, caplog):
     message = "pipe closed by peer or os.write(pipe, data) raised exception."
 
     async def main():
-        tr, pr, r = await write_pipe(loop, Rec)
-        fds.append(r)
+        tr, pr, r = await pipes.write(Rec)
         tr.close()
         for _ in range(5):
             tr.write(b"dropped")
@@ -381,13 +391,37 @@ def test_write_pipe_writes_after_close_are_dropped_then_logged(loop, run, fds, c
     run(main())
 
 
-def test_write_pipe_refuses_str(loop, run, fds):
+def test_write_pipe_refuses_str(loop, run, pipes):
     async def main():
-        tr, pr, r = await write_pipe(loop, Rec)
-        fds.append(r)
+        tr, pr, r = await pipes.write(Rec)
         with pytest.raises(AssertionError):
             tr.write("text")
         tr.close()
         await pr.lost
 
     run(main())
+
+
+@pytest.mark.parametrize("which", ["read", "write"])
+def test_unclosed_pipe_transport_warns_when_collected_after_loop_close(loop, which):
+    async def make():
+        if which == "read":
+            tr, pr, other = await read_pipe(loop, Rec)
+        else:
+            tr, pr, other = await write_pipe(loop, Rec)
+        return weakref.ref(tr), tr.get_extra_info("pipe").fileno(), other
+
+    ref, fd, other = loop.run_until_complete(make())
+    loop.close()
+    os.close(other)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+        gc.collect()
+    assert ref() is None
+    messages = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert len([m for m in messages if m.startswith("unclosed transport <")]) == 1
+    # The pipe's file object is garbage in the same collection: it may warn first.
+    assert all(m.startswith(("unclosed transport <", "unclosed file <")) for m in messages)
+    with pytest.raises(OSError):
+        os.fstat(fd)
