@@ -28,6 +28,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<handles::Handle>()?;
     m.add_class::<handles::TimerHandle>()?;
     m.add_class::<transport::stream::StreamCore>()?;
+    m.add_class::<transport::datagram::DatagramCore>()?;
     m.add_class::<transport::tls::TlsCore>()?;
     m.add_function(wrap_pyfunction!(monotonic, m)?)?;
     m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;

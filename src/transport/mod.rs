@@ -1,5 +1,6 @@
 //! Native transports and what the loop needs to drive them.
 
+pub mod datagram;
 pub mod stream;
 pub mod tls;
 pub mod write_buffer;
@@ -7,18 +8,23 @@ pub mod write_buffer;
 use pyo3::prelude::*;
 use pyo3::{intern, PyTraverseError, PyVisit};
 use crate::reactor::Readiness;
+use datagram::DatagramCore;
 use stream::StreamCore;
 
 /// An object that owns a descriptor registered with the loop and is called directly when it
 /// is ready (no Python handle per event).
 pub enum IoTarget {
     Stream(Py<StreamCore>),
+    /// The core, and its Python transport, kept alive by the loop while it is registered
+    /// (the core itself only holds a weak reference to it).
+    Datagram(Py<DatagramCore>, Py<PyAny>),
 }
 
 impl IoTarget {
     pub fn clone_ref(&self, py: Python<'_>) -> IoTarget {
         match self {
             IoTarget::Stream(s) => IoTarget::Stream(s.clone_ref(py)),
+            IoTarget::Datagram(d, t) => IoTarget::Datagram(d.clone_ref(py), t.clone_ref(py)),
         }
     }
 
@@ -27,27 +33,31 @@ impl IoTarget {
     pub fn dispatch(&self, py: Python<'_>, ev: Readiness) -> PyResult<()> {
         match self {
             IoTarget::Stream(s) => StreamCore::on_ready(s.bind(py), ev),
+            IoTarget::Datagram(d, _) => DatagramCore::on_ready(d.bind(py), ev),
         }
     }
 
     /// The stdlib refuses `add_reader`/`add_writer` on a descriptor that a transport still
     /// uses: the error message for that, or None when the transport is closing.
     pub fn busy_message(&self, py: Python<'_>, fd: i32) -> Option<String> {
-        match self {
-            IoTarget::Stream(s) => {
-                let core = s.bind(py);
-                if core.call_method0(intern!(py, "is_closing")).and_then(|v| v.is_truthy()).unwrap_or(true) {
-                    return None;
-                }
-                let t = core.getattr(intern!(py, "_transport_repr")).ok()?;
-                Some(format!("File descriptor {fd} is used by transport {t}"))
-            }
+        let core = match self {
+            IoTarget::Stream(s) => s.bind(py).clone().into_any(),
+            IoTarget::Datagram(d, _) => d.bind(py).clone().into_any(),
+        };
+        if core.call_method0(intern!(py, "is_closing")).and_then(|v| v.is_truthy()).unwrap_or(true) {
+            return None;
         }
+        let t = core.getattr(intern!(py, "_transport_repr")).ok()?;
+        Some(format!("File descriptor {fd} is used by transport {t}"))
     }
 
     pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self {
             IoTarget::Stream(s) => visit.call(s),
+            IoTarget::Datagram(d, t) => {
+                visit.call(d)?;
+                visit.call(t)
+            }
         }
     }
 }

@@ -1,0 +1,1189 @@
+//! `DatagramCore`: the native half of swordfish's datagram transport (UDP over IPv4 and
+//! IPv6, Unix datagram sockets, and any other non-stream socket handed to
+//! `create_datagram_endpoint`).
+//!
+//! It follows the stdlib's `_SelectorDatagramTransport` state for state: one datagram read
+//! per readiness event and handed to `datagram_received(data, addr)`, an immediate send when
+//! nothing is queued, otherwise a queue of `(bytes, destination)` flushed when the socket is
+//! writable, `error_received` for OS errors (never fatal), write flow control, and the
+//! closing rules (`close()` flushes the queue first, `abort()` drops it).
+//!
+//! Reads, sends and the address conversions are native for IPv4, IPv6 and Unix sockets
+//! (the socket module's formats: `(host, port)`, `(host, port, flowinfo, scope_id)`, a path
+//! `str` or an abstract-namespace `bytes`, None for an unnamed sender). Every other family,
+//! and every address form that the native conversion does not cover (host names, scoped
+//! IPv6 literals, out-of-range ports, ...), goes through the Python socket's own
+//! `recvfrom`/`sendto`, so the results and error messages are the socket module's.
+//!
+//! The Python class in `swordfish._datagram_transport` (a real `asyncio.DatagramTransport`)
+//! wraps the core and keeps the rare paths: construction, extra info, error reporting,
+//! write-limit validation and `connection_lost`.
+
+use super::IoTarget;
+use crate::event_loop::LoopCore;
+use crate::pyutil::os_error;
+use crate::reactor::Readiness;
+use crate::sync::{lock, try_lock};
+use pyo3::exceptions::{
+    PyAttributeError, PyBlockingIOError, PyInterruptedError, PyKeyboardInterrupt, PyOSError,
+    PySystemExit, PyTypeError, PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyInt, PyMemoryView, PyString, PyTuple, PyWeakrefReference};
+use pyo3::{ffi, intern, PyTraverseError, PyVisit};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::{Mutex, MutexGuard};
+
+/// The largest datagram one read takes (the stdlib's `max_size`); longer ones are truncated,
+/// as `socket.recvfrom(max_size)` truncates them.
+const MAX_SIZE: usize = 256 * 1024;
+const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
+const FATAL_READ: &str = "Fatal read error on datagram transport";
+const FATAL_WRITE: &str = "Fatal write error on datagram transport";
+
+extern "C" {
+    // POSIX, in every libc; the libc crate does not declare them.
+    fn inet_ntop(
+        af: libc::c_int,
+        src: *const libc::c_void,
+        dst: *mut libc::c_char,
+        size: libc::socklen_t,
+    ) -> *const libc::c_char;
+    fn inet_pton(af: libc::c_int, src: *const libc::c_char, dst: *mut libc::c_void) -> libc::c_int;
+}
+
+thread_local! {
+    /// One receive buffer per thread, reused by every datagram transport: the datagram is
+    /// copied into a `bytes` of its exact size, so no transport keeps 256 KiB to itself.
+    static RECV_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A socket address in the kernel's format.
+#[derive(Clone, Copy)]
+struct SockAddr {
+    storage: libc::sockaddr_storage,
+    len: libc::socklen_t,
+}
+
+impl SockAddr {
+    fn empty() -> SockAddr {
+        SockAddr {
+            // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
+            storage: unsafe { std::mem::zeroed() },
+            len: std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t,
+        }
+    }
+
+    fn as_ptr(&self) -> *const libc::sockaddr {
+        &self.storage as *const libc::sockaddr_storage as *const libc::sockaddr
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut libc::sockaddr {
+        &mut self.storage as *mut libc::sockaddr_storage as *mut libc::sockaddr
+    }
+
+    /// The storage as raw bytes (for the Unix path and the generic `(family, data)` form).
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: sockaddr_storage is plain data of this size.
+        unsafe {
+            std::slice::from_raw_parts(
+                &self.storage as *const libc::sockaddr_storage as *const u8,
+                std::mem::size_of::<libc::sockaddr_storage>(),
+            )
+        }
+    }
+}
+
+/// Where a datagram goes.
+enum Dest {
+    /// The socket is connected (its `peername` is set): `send()`.
+    Connected,
+    /// `sendto()` with an address converted natively.
+    Native(SockAddr),
+    /// `sock.sendto(data, addr)` through the socket module (address forms, or families, the
+    /// native conversion does not cover; `None` included, which the socket module refuses).
+    Python(Option<Py<PyAny>>),
+}
+
+struct Queued {
+    data: Py<PyBytes>,
+    dest: Dest,
+}
+
+/// How a send or a read failed, sorted the way the stdlib's `except` clauses sort it.
+enum Failure {
+    /// BlockingIOError, InterruptedError: try again when the socket is ready.
+    WouldBlock,
+    /// Any other OSError: for `protocol.error_received`.
+    Os(PyErr),
+    /// SystemExit, KeyboardInterrupt: leave the loop.
+    Exit(PyErr),
+    /// Anything else: the transport's fatal-error path.
+    Other(PyErr),
+}
+
+fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
+    err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py)
+}
+
+fn classify(py: Python<'_>, err: PyErr) -> Failure {
+    if err.is_instance_of::<PyBlockingIOError>(py) || err.is_instance_of::<PyInterruptedError>(py) {
+        Failure::WouldBlock
+    } else if err.is_instance_of::<PyOSError>(py) {
+        Failure::Os(err)
+    } else if is_exit(py, &err) {
+        Failure::Exit(err)
+    } else {
+        Failure::Other(err)
+    }
+}
+
+/// A copy of the current context (what a handle created now would run in).
+fn copy_context(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    // SAFETY: returns a new reference or NULL with an exception set.
+    let ctx = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyContext_CopyCurrent())? };
+    Ok(ctx.unbind())
+}
+
+/// Run `f` inside `ctx` (a `contextvars.Context`).
+fn in_context(py: Python<'_>, ctx: &Py<PyAny>, f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
+    // SAFETY: ctx is a contextvars.Context we hold a reference to.
+    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let mut result = f();
+    // SAFETY: entered above on this thread.
+    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
+        let exit_err = PyErr::fetch(py);
+        if result.is_ok() {
+            result = Err(exit_err);
+        }
+    }
+    result
+}
+
+/// A contiguous read-only view of a bytes-like object, released on drop.
+struct View(ffi::Py_buffer);
+
+impl View {
+    fn get(obj: &Bound<'_, PyAny>) -> PyResult<View> {
+        // SAFETY: Py_buffer is plain data filled in by PyObject_GetBuffer.
+        let mut view: ffi::Py_buffer = unsafe { std::mem::zeroed() };
+        // PyBUF_SIMPLE, as the socket module asks: a non-contiguous view is a BufferError.
+        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut view, ffi::PyBUF_SIMPLE) } != 0 {
+            return Err(PyErr::fetch(obj.py()));
+        }
+        Ok(View(view))
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        if self.0.len <= 0 || self.0.buf.is_null() {
+            return &[];
+        }
+        // SAFETY: PyBUF_SIMPLE gives one contiguous block of `len` bytes.
+        unsafe { std::slice::from_raw_parts(self.0.buf as *const u8, self.0.len as usize) }
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        // SAFETY: obtained by PyObject_GetBuffer; the GIL is held wherever views live.
+        unsafe { ffi::PyBuffer_Release(&mut self.0) }
+    }
+}
+
+/// `bytes(data)`: the stdlib queues an immutable copy of what it could not send at once.
+fn bytes_of(data: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
+    if let Ok(b) = data.cast_exact::<PyBytes>() {
+        return Ok(b.clone().unbind());
+    }
+    // SAFETY: returns a new reference or NULL with an exception set.
+    let b = unsafe { Bound::from_owned_ptr_or_err(data.py(), ffi::PyBytes_FromObject(data.as_ptr()))? };
+    Ok(b.cast_into::<PyBytes>()?.unbind())
+}
+
+/// The numeric address a string holds (`inet_pton`), or None.
+fn parse_ip(family: libc::c_int, host: &Bound<'_, PyAny>, out: *mut libc::c_void) -> Option<()> {
+    let host = host.cast_exact::<PyString>().ok()?.to_str().ok()?;
+    if host.len() > 64 {
+        return None;
+    }
+    let c = std::ffi::CString::new(host).ok()?;
+    // SAFETY: `out` points to an in_addr/in6_addr as `family` requires; `c` is NUL-ended.
+    (unsafe { inet_pton(family, c.as_ptr(), out) } == 1).then_some(())
+}
+
+fn exact_int(obj: &Bound<'_, PyAny>, max: u64) -> Option<u64> {
+    if !obj.is_exact_instance_of::<PyInt>() {
+        return None;
+    }
+    let v: u64 = obj.extract().ok()?;
+    (v <= max).then_some(v)
+}
+
+/// Convert a destination address natively, for the forms whose meaning needs no name
+/// resolution: IPv4/IPv6 literals with in-range numbers, Unix paths. None means "let the
+/// socket module do it" (it then also produces its own error messages).
+fn native_sockaddr(family: libc::c_int, addr: &Bound<'_, PyAny>) -> Option<SockAddr> {
+    let mut sa = SockAddr::empty();
+    match family {
+        libc::AF_INET => {
+            let t = addr.cast_exact::<PyTuple>().ok()?;
+            if t.len() != 2 {
+                return None;
+            }
+            let port = exact_int(&t.get_item(1).ok()?, 0xffff)?;
+            // SAFETY: sockaddr_storage is large enough and aligned for a sockaddr_in.
+            let sin = unsafe { &mut *(sa.as_mut_ptr() as *mut libc::sockaddr_in) };
+            parse_ip(family, &t.get_item(0).ok()?, &mut sin.sin_addr as *mut libc::in_addr as *mut libc::c_void)?;
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = (port as u16).to_be();
+            sa.len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        }
+        libc::AF_INET6 => {
+            let t = addr.cast_exact::<PyTuple>().ok()?;
+            if !(2..=4).contains(&t.len()) {
+                return None;
+            }
+            let port = exact_int(&t.get_item(1).ok()?, 0xffff)?;
+            let flowinfo = match t.len() >= 3 {
+                true => exact_int(&t.get_item(2).ok()?, 0xfffff)?,
+                false => 0,
+            };
+            let scope_id = match t.len() == 4 {
+                true => exact_int(&t.get_item(3).ok()?, u32::MAX as u64)?,
+                false => 0,
+            };
+            // SAFETY: as above, for a sockaddr_in6.
+            let sin6 = unsafe { &mut *(sa.as_mut_ptr() as *mut libc::sockaddr_in6) };
+            parse_ip(family, &t.get_item(0).ok()?, &mut sin6.sin6_addr as *mut libc::in6_addr as *mut libc::c_void)?;
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = (port as u16).to_be();
+            sin6.sin6_flowinfo = (flowinfo as u32).to_be();
+            sin6.sin6_scope_id = scope_id as u32;
+            sa.len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+        }
+        libc::AF_UNIX => {
+            // str paths only when ASCII (their file-system encoding is then certain).
+            let path: &[u8] = if let Ok(s) = addr.cast_exact::<PyString>() {
+                let s = s.to_str().ok()?;
+                if !s.is_ascii() {
+                    return None;
+                }
+                s.as_bytes()
+            } else {
+                addr.cast_exact::<PyBytes>().ok()?.as_bytes()
+            };
+            // SAFETY: as above, for a sockaddr_un.
+            let sun = unsafe { &mut *(sa.as_mut_ptr() as *mut libc::sockaddr_un) };
+            let room = sun.sun_path.len();
+            let base = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+            // An empty name or a leading NUL is Linux's abstract namespace: no terminator.
+            let abstract_name = path.first().is_none_or(|b| *b == 0);
+            let len = if abstract_name {
+                if path.len() > room {
+                    return None;
+                }
+                base + path.len()
+            } else {
+                if path.len() >= room {
+                    return None;
+                }
+                base + path.len() + 1
+            };
+            for (dst, src) in sun.sun_path.iter_mut().zip(path) {
+                *dst = *src as libc::c_char;
+            }
+            sun.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            sa.len = len as libc::socklen_t;
+        }
+        _ => return None,
+    }
+    Some(sa)
+}
+
+fn ntop<'py>(py: Python<'py>, family: libc::c_int, src: *const libc::c_void) -> PyResult<Bound<'py, PyString>> {
+    let mut buf = [0 as libc::c_char; 64];
+    // SAFETY: `src` points to an address of `family`; the buffer holds any textual form.
+    let p = unsafe { inet_ntop(family, src, buf.as_mut_ptr(), buf.len() as libc::socklen_t) };
+    if p.is_null() {
+        return Err(os_error(py, io::Error::last_os_error()));
+    }
+    // SAFETY: inet_ntop wrote a NUL-terminated string into `buf`.
+    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Ok(PyString::new(py, &s.to_string_lossy()))
+}
+
+/// The sender's address as the socket module gives it (`makesockaddr`).
+fn sockaddr_to_py<'py>(py: Python<'py>, sa: &SockAddr) -> PyResult<Bound<'py, PyAny>> {
+    if sa.len == 0 {
+        // No address: an unnamed Unix socket.
+        return Ok(py.None().into_bound(py));
+    }
+    match sa.storage.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the kernel wrote a sockaddr_in (family AF_INET).
+            let sin = unsafe { &*(sa.as_ptr() as *const libc::sockaddr_in) };
+            let host = ntop(py, libc::AF_INET, &sin.sin_addr as *const libc::in_addr as *const libc::c_void)?;
+            Ok((host, u16::from_be(sin.sin_port)).into_pyobject(py)?.into_any())
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the kernel wrote a sockaddr_in6.
+            let sin6 = unsafe { &*(sa.as_ptr() as *const libc::sockaddr_in6) };
+            let host = ntop(py, libc::AF_INET6, &sin6.sin6_addr as *const libc::in6_addr as *const libc::c_void)?;
+            let t = (host, u16::from_be(sin6.sin6_port), u32::from_be(sin6.sin6_flowinfo), sin6.sin6_scope_id);
+            Ok(t.into_pyobject(py)?.into_any())
+        }
+        libc::AF_UNIX => {
+            let base = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+            let raw = sa.bytes();
+            let len = (sa.len as usize).min(raw.len());
+            let path = &raw[base.min(len)..];
+            if len > base && path[0] == 0 {
+                // Abstract namespace: every byte counts, as bytes.
+                return Ok(PyBytes::new(py, &path[..len - base]).into_any());
+            }
+            let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+            // SAFETY: a valid pointer and length; returns a new reference or NULL.
+            let s = unsafe {
+                Bound::from_owned_ptr_or_err(
+                    py,
+                    ffi::PyUnicode_DecodeFSDefaultAndSize(path.as_ptr() as *const libc::c_char, end as ffi::Py_ssize_t),
+                )?
+            };
+            Ok(s)
+        }
+        family => {
+            // What the socket module gives for a family it does not know: (family, sa_data).
+            let data = &sa.bytes()[2..16];
+            Ok((family, PyBytes::new(py, data)).into_pyobject(py)?.into_any())
+        }
+    }
+}
+
+struct Inner {
+    /// The Python transport handed to the protocol, weakly: while the descriptor is
+    /// registered the loop holds it (`IoTarget::Datagram`), as the stdlib's selector holds
+    /// its handles, so there is no reference cycle through the core and an abandoned
+    /// transport is finalized (and its socket closed) as soon as the loop lets go of it.
+    /// None once the connection is lost.
+    transport: Option<Py<PyWeakrefReference>>,
+    protocol: Option<Py<PyAny>>,
+    /// The Python socket, for the socket module's own `recvfrom`/`sendto`.
+    sock: Option<Py<PyAny>>,
+    /// The default destination (`remote_addr`), None when there is none.
+    address: Option<Py<PyAny>>,
+    /// `address` converted once, when it converts natively.
+    address_dest: Option<SockAddr>,
+    /// What reads run in: a copy of the context at creation (or at `resume_reading`).
+    read_context: Option<Py<PyAny>>,
+    /// What the queue flush runs in: a copy of the context of the send that started it.
+    write_context: Option<Py<PyAny>>,
+    attached: bool,
+    /// Connection lost: the socket is closed and the descriptor must not be touched.
+    closed: bool,
+    lost_called: bool,
+    /// What the stdlib's reader/writer registrations would be.
+    reader: bool,
+    writer: bool,
+    paused: bool,
+    closing: bool,
+    conn_lost: u32,
+    protocol_paused: bool,
+    high: f64,
+    low: f64,
+    queue: VecDeque<Queued>,
+    /// The stdlib's `_buffer_size`: queued bytes (plus a header per datagram on 3.13).
+    size: usize,
+    /// Interest currently registered with the loop.
+    reg_read: bool,
+    reg_write: bool,
+}
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct DatagramCore {
+    fd: RawFd,
+    family: libc::c_int,
+    /// Reads are native for the families whose addresses we convert.
+    native_read: bool,
+    /// `extra['peername']` is set: the stdlib then uses `send()`, never `sendto()`.
+    connected: bool,
+    /// Bytes counted per queued datagram besides its data (8 on 3.13, else 0).
+    header: usize,
+    /// Before 3.13 an empty datagram is silently not sent.
+    drop_empty: bool,
+    lp: Py<LoopCore>,
+    inner: Mutex<Inner>,
+}
+
+impl DatagramCore {
+    fn inner(&self) -> PyResult<MutexGuard<'_, Inner>> {
+        lock(&self.inner)
+    }
+
+    /// Bring the loop's registration in line with the reader/writer state.
+    fn sync(&self, py: Python<'_>, inner: &mut Inner) -> PyResult<()> {
+        if !inner.attached {
+            return Ok(());
+        }
+        let (r, w) = (inner.reader, inner.writer);
+        if (r, w) != (inner.reg_read, inner.reg_write) {
+            self.lp.get().io_update(self.fd, r, w).map_err(|e| os_error(py, e))?;
+            inner.reg_read = r;
+            inner.reg_write = w;
+        }
+        Ok(())
+    }
+
+    fn transport_obj(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        let weak = try_lock(&self.inner).and_then(|i| i.transport.as_ref().map(|t| t.clone_ref(py)))?;
+        weak.bind(py).upgrade().map(Bound::unbind)
+    }
+
+    fn call_protocol<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyString>,
+        args: impl pyo3::call::PyCallArgs<'py>,
+    ) -> PyResult<()> {
+        let proto = self.inner()?.protocol.as_ref().map(|p| p.clone_ref(py));
+        match proto {
+            Some(p) => p.bind(py).call_method1(name, args).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn error_received(&self, py: Python<'_>, err: PyErr) -> PyResult<()> {
+        let exc = err.into_value(py);
+        self.call_protocol(py, intern!(py, "error_received"), (exc,))
+    }
+
+    /// The transport's `_fatal_error(exc, message)`: report (unless an OSError), then close.
+    fn fatal(&self, py: Python<'_>, err: PyErr, message: &str) -> PyResult<()> {
+        if is_exit(py, &err) {
+            return Err(err);
+        }
+        let Some(t) = self.transport_obj(py) else { return Ok(()) };
+        let exc = err.into_value(py);
+        t.bind(py).call_method1(intern!(py, "_fatal_error"), (exc, message))?;
+        Ok(())
+    }
+
+    /// An exception from a protocol callback run by a readiness event: where the stdlib's
+    /// handle would report `Exception in callback ...` (the transport carries on).
+    fn settle(&self, py: Python<'_>, result: PyResult<()>, method: &str) -> PyResult<()> {
+        let Err(err) = result else { return Ok(()) };
+        if is_exit(py, &err) {
+            return Err(err);
+        }
+        let Some(t) = self.transport_obj(py) else {
+            err.write_unraisable(py, None);
+            return Ok(());
+        };
+        let exc = err.into_value(py);
+        if let Err(e) = t.bind(py).call_method1(intern!(py, "_report_callback_error"), (exc, method)) {
+            if is_exit(py, &e) {
+                return Err(e);
+            }
+            e.write_unraisable(py, Some(t.bind(py)));
+        }
+        Ok(())
+    }
+
+    fn maybe_pause_protocol(&self, py: Python<'_>) -> PyResult<()> {
+        {
+            let mut inner = self.inner()?;
+            if (inner.size as f64) <= inner.high || inner.protocol_paused {
+                return Ok(());
+            }
+            inner.protocol_paused = true;
+        }
+        self.flow_callback(py, "pause_writing")
+    }
+
+    fn maybe_resume_protocol(&self, py: Python<'_>) -> PyResult<()> {
+        {
+            let mut inner = self.inner()?;
+            if !(inner.protocol_paused && (inner.size as f64) <= inner.low) {
+                return Ok(());
+            }
+            inner.protocol_paused = false;
+        }
+        self.flow_callback(py, "resume_writing")
+    }
+
+    fn flow_callback(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let name_obj = PyString::new(py, name);
+        match self.call_protocol(py, &name_obj, ()) {
+            Err(e) if is_exit(py, &e) => Err(e),
+            Err(e) => {
+                let Some(t) = self.transport_obj(py) else { return Ok(()) };
+                let exc = e.into_value(py);
+                let msg = format!("protocol.{name}() failed");
+                t.bind(py).call_method1(intern!(py, "_report_flow_error"), (msg, exc))?;
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// `loop.call_soon(transport._call_connection_lost, exc)`.
+    fn schedule_lost(&self, py: Python<'_>, exc: Py<PyAny>) -> PyResult<()> {
+        if let Some(t) = self.transport_obj(py) {
+            let cb = t.bind(py).getattr(intern!(py, "_call_connection_lost"))?;
+            LoopCore::call_soon_internal(self.lp.bind(py), &cb, exc.bind(py))?;
+        }
+        Ok(())
+    }
+
+    /// One `send`/`sendto` system call; EINTR runs the signal handlers and retries (PEP 475).
+    fn sys_send(&self, py: Python<'_>, data: &[u8], to: Option<&SockAddr>) -> Result<(), Failure> {
+        loop {
+            let ptr = data.as_ptr() as *const libc::c_void;
+            // SAFETY: `data` and `to` outlive the call; the descriptor is ours (not closed:
+            // callers check `closed`).
+            let n = unsafe {
+                match to {
+                    None => libc::send(self.fd, ptr, data.len(), libc::MSG_NOSIGNAL),
+                    Some(sa) => libc::sendto(self.fd, ptr, data.len(), libc::MSG_NOSIGNAL, sa.as_ptr(), sa.len),
+                }
+            };
+            if n >= 0 {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::Interrupted => py.check_signals().map_err(|e| classify(py, e))?,
+                io::ErrorKind::WouldBlock => return Err(Failure::WouldBlock),
+                _ => return Err(Failure::Os(os_error(py, err))),
+            }
+        }
+    }
+
+    fn python_sendto(&self, py: Python<'_>, data: &Bound<'_, PyAny>, addr: &Option<Py<PyAny>>) -> Result<(), Failure> {
+        let sock = match self.inner() {
+            Ok(inner) => inner.sock.as_ref().map(|s| s.clone_ref(py)),
+            Err(e) => return Err(Failure::Other(e)),
+        };
+        let Some(sock) = sock else {
+            return Err(Failure::Other(PyAttributeError::new_err("'NoneType' object has no attribute 'sendto'")));
+        };
+        let addr = addr.as_ref().map_or_else(|| py.None(), |a| a.clone_ref(py));
+        sock.bind(py)
+            .call_method1(intern!(py, "sendto"), (data, addr))
+            .map(drop)
+            .map_err(|e| classify(py, e))
+    }
+
+    /// Send `data` (any bytes-like object) to `dest` now.
+    fn send_now(&self, py: Python<'_>, data: &Bound<'_, PyAny>, dest: &Dest) -> Result<(), Failure> {
+        let to = match dest {
+            Dest::Python(addr) => return self.python_sendto(py, data, addr),
+            Dest::Connected => None,
+            Dest::Native(sa) => Some(sa),
+        };
+        if let Ok(b) = data.cast::<PyBytes>() {
+            return self.sys_send(py, b.as_bytes(), to);
+        }
+        let view = View::get(data).map_err(|e| classify(py, e))?;
+        self.sys_send(py, view.as_slice(), to)
+    }
+
+    /// Called by the loop when the descriptor is ready.
+    pub fn on_ready(slf: &Bound<'_, Self>, ev: Readiness) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        if ev.readable {
+            let ctx = this.inner()?.read_context.as_ref().map(|c| c.clone_ref(py));
+            if let Some(ctx) = ctx {
+                in_context(py, &ctx, || this.read_ready(py))?;
+            }
+        }
+        if ev.writable {
+            let ctx = {
+                let inner = this.inner()?;
+                inner.write_context.as_ref().or(inner.read_context.as_ref()).map(|c| c.clone_ref(py))
+            };
+            if let Some(ctx) = ctx {
+                in_context(py, &ctx, || this.write_ready(py))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The stdlib's `_read_ready`: one datagram.
+    ///
+    /// The registration is edge-triggered. We read one datagram per event and, after each
+    /// successful read (or error), ask the loop to re-arm the descriptor before its next
+    /// poll: the kernel then reports it again if more datagrams are queued. This keeps the
+    /// stdlib's rhythm exactly (one `datagram_received` per transport per loop iteration,
+    /// interleaved with other callbacks, and `pause_reading()`/`close()`/`loop.stop()` from
+    /// a callback take effect before the next datagram), at the price of one `epoll_ctl`
+    /// per datagram instead of one `recvfrom` that fails with EAGAIN after a drained batch.
+    /// EAGAIN itself needs no re-arm: the next datagram brings a new edge.
+    fn read_ready(&self, py: Python<'_>) -> PyResult<()> {
+        let sock = {
+            let inner = self.inner()?;
+            if !inner.reg_read || inner.conn_lost > 0 || inner.closed {
+                return Ok(());
+            }
+            inner.sock.as_ref().map(|s| s.clone_ref(py))
+        };
+        let received = if self.native_read {
+            self.recv_native(py)
+        } else {
+            match sock {
+                Some(s) => recv_python(py, s.bind(py)),
+                None => return Ok(()),
+            }
+        };
+        match received {
+            Ok((data, addr)) => {
+                self.lp.get().io_rearm(self.fd)?;
+                let r = self.call_protocol(py, intern!(py, "datagram_received"), (data, addr));
+                self.settle(py, r, "_read_ready")
+            }
+            Err(Failure::WouldBlock) => Ok(()),
+            Err(Failure::Os(e)) => {
+                self.lp.get().io_rearm(self.fd)?;
+                let r = self.error_received(py, e);
+                self.settle(py, r, "_read_ready")
+            }
+            Err(Failure::Exit(e)) => Err(e),
+            Err(Failure::Other(e)) => {
+                let r = self.fatal(py, e, FATAL_READ);
+                self.settle(py, r, "_read_ready")
+            }
+        }
+    }
+
+    fn recv_native<'py>(&self, py: Python<'py>) -> Result<(Bound<'py, PyBytes>, Bound<'py, PyAny>), Failure> {
+        let mut sa = SockAddr::empty();
+        let data = RECV_BUF.with(|cell| {
+            let mut spare: Vec<u8> = Vec::new();
+            let mut guard = cell.try_borrow_mut();
+            // Busy only if a signal handler run during an interrupted read re-entered here.
+            let buf: &mut Vec<u8> = match guard.as_deref_mut() {
+                Ok(b) => b,
+                Err(_) => &mut spare,
+            };
+            if buf.len() < MAX_SIZE {
+                buf.resize(MAX_SIZE, 0);
+            }
+            loop {
+                sa.len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                // SAFETY: the buffer has MAX_SIZE bytes and the address storage `sa.len`;
+                // the descriptor is ours (callers check `closed`).
+                let n = unsafe {
+                    libc::recvfrom(
+                        self.fd,
+                        buf.as_mut_ptr() as *mut libc::c_void,
+                        MAX_SIZE,
+                        0,
+                        sa.as_mut_ptr(),
+                        &mut sa.len,
+                    )
+                };
+                if n >= 0 {
+                    return Ok(PyBytes::new(py, &buf[..n as usize]));
+                }
+                let err = io::Error::last_os_error();
+                match err.kind() {
+                    io::ErrorKind::Interrupted => py.check_signals().map_err(|e| classify(py, e))?,
+                    io::ErrorKind::WouldBlock => return Err(Failure::WouldBlock),
+                    _ => return Err(Failure::Os(os_error(py, err))),
+                }
+            }
+        })?;
+        let addr = sockaddr_to_py(py, &sa).map_err(|e| classify(py, e))?;
+        Ok((data, addr))
+    }
+
+    /// The stdlib's `_sendto_ready`: flush the queue in order until the socket is full.
+    fn write_ready(&self, py: Python<'_>) -> PyResult<()> {
+        {
+            let inner = self.inner()?;
+            if !inner.reg_write || inner.closed {
+                return Ok(());
+            }
+        }
+        loop {
+            let item = {
+                let mut inner = self.inner()?;
+                if inner.closed {
+                    return Ok(());
+                }
+                match inner.queue.pop_front() {
+                    Some(item) => {
+                        let n = item.data.bind(py).as_bytes().len() + self.header;
+                        inner.size = inner.size.saturating_sub(n);
+                        item
+                    }
+                    None => break,
+                }
+            };
+            let outcome = match &item.dest {
+                Dest::Python(addr) => self.python_sendto(py, item.data.bind(py).as_any(), addr),
+                Dest::Connected => self.sys_send(py, item.data.bind(py).as_bytes(), None),
+                Dest::Native(sa) => self.sys_send(py, item.data.bind(py).as_bytes(), Some(sa)),
+            };
+            match outcome {
+                Ok(()) => drop(item),
+                Err(Failure::WouldBlock) => {
+                    // Try again later, first in line.
+                    let mut inner = self.inner()?;
+                    inner.size += item.data.bind(py).as_bytes().len() + self.header;
+                    inner.queue.push_front(item);
+                    break;
+                }
+                Err(Failure::Os(e)) => {
+                    // The stdlib stops here and stays registered for writing: on a level-
+                    // triggered selector it comes back next iteration, so re-arm to do so.
+                    drop(item);
+                    self.lp.get().io_rearm(self.fd)?;
+                    let r = self.error_received(py, e);
+                    return self.settle(py, r, "_sendto_ready");
+                }
+                Err(Failure::Exit(e)) => return Err(e),
+                Err(Failure::Other(e)) => {
+                    drop(item);
+                    let r = self.fatal(py, e, FATAL_WRITE);
+                    return self.settle(py, r, "_sendto_ready");
+                }
+            }
+        }
+        self.maybe_resume_protocol(py)?; // may queue more
+        let lost = {
+            let mut inner = self.inner()?;
+            if !inner.queue.is_empty() {
+                return Ok(());
+            }
+            inner.writer = false;
+            self.sync(py, &mut inner)?;
+            inner.closing
+        };
+        if let Some(t) = lost.then(|| self.transport_obj(py)).flatten() {
+            // The stdlib calls connection_lost at once here, not on the next iteration.
+            let r = t.bind(py).call_method1(intern!(py, "_call_connection_lost"), (py.None(),)).map(drop);
+            return self.settle(py, r, "_sendto_ready");
+        }
+        Ok(())
+    }
+}
+
+fn recv_python<'py>(py: Python<'py>, sock: &Bound<'py, PyAny>) -> Result<(Bound<'py, PyBytes>, Bound<'py, PyAny>), Failure> {
+    let r = sock.call_method1(intern!(py, "recvfrom"), (MAX_SIZE,)).map_err(|e| classify(py, e))?;
+    let unpack = || -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyAny>)> {
+        let (data, addr): (Bound<'py, PyAny>, Bound<'py, PyAny>) = r.extract()?;
+        Ok((data.cast_into::<PyBytes>()?, addr))
+    };
+    unpack().map_err(|e| classify(py, e))
+}
+
+#[pymethods]
+impl DatagramCore {
+    /// Registers the descriptor with the loop (`_attach`) without watching it (`_start`).
+    /// `address`: the default destination, None when there is none (or it is falsy);
+    /// `connected`: the socket has a peer name; `header`: bytes counted per queued datagram;
+    /// `drop_empty`: empty datagrams are not sent (before 3.13).
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        py: Python<'_>,
+        lp: &Bound<'_, LoopCore>,
+        sock: Py<PyAny>,
+        fd: RawFd,
+        family: libc::c_int,
+        transport: &Bound<'_, PyAny>,
+        address: Option<Bound<'_, PyAny>>,
+        connected: bool,
+        header: usize,
+        drop_empty: bool,
+    ) -> PyResult<Self> {
+        if fd < 0 {
+            return Err(PyValueError::new_err(format!("Invalid file descriptor: {fd}")));
+        }
+        let address_dest = match (&address, connected) {
+            (Some(a), false) => native_sockaddr(family, a),
+            _ => None,
+        };
+        Ok(DatagramCore {
+            fd,
+            family,
+            native_read: matches!(family, libc::AF_INET | libc::AF_INET6 | libc::AF_UNIX),
+            connected,
+            header,
+            drop_empty,
+            lp: lp.clone().unbind(),
+            inner: Mutex::new(Inner {
+                transport: Some(PyWeakrefReference::new(transport)?.unbind()),
+                protocol: None,
+                sock: Some(sock),
+                address: address.map(Bound::unbind),
+                address_dest,
+                read_context: Some(copy_context(py)?),
+                write_context: None,
+                attached: false,
+                closed: false,
+                lost_called: false,
+                reader: false,
+                writer: false,
+                paused: false,
+                closing: false,
+                conn_lost: 0,
+                protocol_paused: false,
+                high: 65536.0,
+                low: 16384.0,
+                queue: VecDeque::new(),
+                size: 0,
+                reg_read: false,
+                reg_write: false,
+            }),
+        })
+    }
+
+    /// Join the loop's descriptor table (the loop must not be closed).
+    fn _attach(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let Some(transport) = this.transport_obj(py) else {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err("the transport is gone"));
+        };
+        this.lp.get().io_attach(py, this.fd, IoTarget::Datagram(slf.clone().unbind(), transport))?;
+        this.inner()?.attached = true;
+        Ok(())
+    }
+
+    /// Start reading (scheduled right after `connection_made`), unless closed or paused
+    /// meanwhile.
+    fn _start(&self, py: Python<'_>) -> PyResult<()> {
+        let mut inner = self.inner()?;
+        if inner.closing || inner.paused || inner.closed {
+            return Ok(());
+        }
+        inner.reader = true;
+        self.sync(py, &mut inner)
+    }
+
+    /// Claim the call of `connection_lost`: False when it was made already.
+    fn _lose(&self) -> PyResult<bool> {
+        let mut inner = self.inner()?;
+        Ok(!std::mem::replace(&mut inner.lost_called, true))
+    }
+
+    /// Leave the loop's descriptor table: the socket is about to be closed.
+    fn _detach(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = {
+            let mut inner = self.inner()?;
+            if inner.attached {
+                inner.attached = false;
+                inner.reg_read = false;
+                inner.reg_write = false;
+                self.lp.get().io_detach(py, self.fd)?;
+            }
+            inner.closed = true;
+            inner.reader = false;
+            inner.writer = false;
+            inner.size = 0;
+            let queue: Vec<Queued> = inner.queue.drain(..).collect();
+            (
+                inner.protocol.take(),
+                inner.transport.take(),
+                inner.sock.take(),
+                inner.read_context.take(),
+                inner.write_context.take(),
+                queue,
+            )
+        };
+        drop(taken);
+        Ok(())
+    }
+
+    fn set_protocol(&self, protocol: Py<PyAny>) -> PyResult<()> {
+        let old = self.inner()?.protocol.replace(protocol);
+        drop(old);
+        Ok(())
+    }
+
+    fn get_protocol(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.inner()?.protocol.as_ref().map_or_else(|| py.None(), |p| p.clone_ref(py)))
+    }
+
+    #[pyo3(signature = (data, addr=None))]
+    fn sendto(&self, py: Python<'_>, data: &Bound<'_, PyAny>, addr: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+        if !(data.is_instance_of::<PyBytes>()
+            || data.is_instance_of::<PyByteArray>()
+            || data.is_instance_of::<PyMemoryView>())
+        {
+            let name = data.get_type().name()?;
+            return Err(PyTypeError::new_err(format!(
+                "data argument must be a bytes-like object, not {}",
+                name.repr()?
+            )));
+        }
+        if self.drop_empty && !data.is_truthy()? {
+            return Ok(());
+        }
+        // One look at the state: (default destination, its native form, whether the
+        // connection is lost, whether the socket is closed, whether nothing is queued).
+        let (address, address_dest, lost, closed, queue_empty) = {
+            let inner = self.inner()?;
+            (
+                inner.address.as_ref().map(|a| a.clone_ref(py)),
+                inner.address_dest,
+                inner.conn_lost > 0,
+                inner.closed,
+                inner.queue.is_empty(),
+            )
+        };
+        if let (Some(address), Some(a)) = (&address, &addr) {
+            if !(a.is(address) || a.eq(address.bind(py))?) {
+                return Err(PyValueError::new_err(format!(
+                    "Invalid address: must be None or {}",
+                    address.bind(py).str()?
+                )));
+            }
+        }
+        if lost && address.is_some() {
+            let warn = {
+                let mut inner = self.inner()?;
+                let warn = inner.conn_lost >= LOG_THRESHOLD_FOR_CONNLOST_WRITES;
+                inner.conn_lost += 1;
+                warn
+            };
+            if warn {
+                py.import(intern!(py, "asyncio.log"))?
+                    .getattr(intern!(py, "logger"))?
+                    .call_method1(intern!(py, "warning"), ("socket.send() raised exception.",))?;
+            }
+            return Ok(());
+        }
+        if closed {
+            // What the stdlib raises here: its transport has let go of its socket and its
+            // loop, and reporting the failed send fails on the missing loop.
+            return Err(PyAttributeError::new_err(
+                "'NoneType' object has no attribute 'call_exception_handler'",
+            ));
+        }
+        // The stdlib's choice: `send()` when the socket has a peer name, else `sendto()` to
+        // the default destination or to `addr`.
+        let dest = if self.connected {
+            Dest::Connected
+        } else if let Some(address) = address {
+            match address_dest {
+                Some(sa) => Dest::Native(sa),
+                None => Dest::Python(Some(address)),
+            }
+        } else {
+            match &addr {
+                None => Dest::Python(None),
+                Some(a) => match native_sockaddr(self.family, a) {
+                    Some(sa) => Dest::Native(sa),
+                    None => Dest::Python(Some(a.clone().unbind())),
+                },
+            }
+        };
+        if queue_empty {
+            match self.send_now(py, data, &dest) {
+                Ok(()) => return Ok(()),
+                Err(Failure::WouldBlock) => {
+                    let ctx = copy_context(py)?;
+                    let old = {
+                        let mut inner = self.inner()?;
+                        inner.writer = true;
+                        let old = inner.write_context.replace(ctx);
+                        self.sync(py, &mut inner)?;
+                        old
+                    };
+                    drop(old);
+                }
+                Err(Failure::Os(e)) => return self.error_received(py, e),
+                Err(Failure::Exit(e)) => return Err(e),
+                Err(Failure::Other(e)) => return self.fatal(py, e, FATAL_WRITE),
+            }
+        }
+        let copy = bytes_of(data)?;
+        let n = copy.bind(py).as_bytes().len() + self.header;
+        {
+            let mut inner = self.inner()?;
+            inner.queue.push_back(Queued { data: copy, dest });
+            inner.size += n;
+        }
+        self.maybe_pause_protocol(py)
+    }
+
+    fn get_write_buffer_size(&self) -> PyResult<usize> {
+        Ok(self.inner()?.size)
+    }
+
+    fn is_closing(&self) -> PyResult<bool> {
+        Ok(self.inner()?.closing)
+    }
+
+    fn is_reading(&self) -> PyResult<bool> {
+        let inner = self.inner()?;
+        Ok(!inner.closing && !inner.paused)
+    }
+
+    /// True when reading was paused by this call.
+    fn pause_reading(&self, py: Python<'_>) -> PyResult<bool> {
+        let mut inner = self.inner()?;
+        if inner.closing || inner.paused {
+            return Ok(false);
+        }
+        inner.paused = true;
+        inner.reader = false;
+        self.sync(py, &mut inner)?;
+        Ok(true)
+    }
+
+    /// True when reading was resumed by this call.
+    fn resume_reading(&self, py: Python<'_>) -> PyResult<bool> {
+        let ctx = copy_context(py)?;
+        let old = {
+            let mut inner = self.inner()?;
+            if inner.closing || !inner.paused {
+                drop(inner);
+                drop(ctx);
+                return Ok(false);
+            }
+            inner.paused = false;
+            if inner.closed {
+                return Ok(true);
+            }
+            inner.reader = true;
+            let old = inner.read_context.replace(ctx);
+            self.sync(py, &mut inner)?;
+            old
+        };
+        drop(old);
+        Ok(true)
+    }
+
+    /// Stop reading; lose the connection once the queue is flushed.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let lost = {
+            let mut inner = self.inner()?;
+            if inner.closing {
+                return Ok(());
+            }
+            inner.closing = true;
+            inner.reader = false;
+            let lost = inner.queue.is_empty();
+            if lost {
+                inner.conn_lost += 1;
+                inner.writer = false;
+            }
+            self.sync(py, &mut inner)?;
+            lost
+        };
+        match lost {
+            true => self.schedule_lost(py, py.None()),
+            false => Ok(()),
+        }
+    }
+
+    /// Close at once, dropping the queue: `abort()` and fatal errors.
+    #[pyo3(signature = (exc=None))]
+    fn _force_close(&self, py: Python<'_>, exc: Option<Py<PyAny>>) -> PyResult<()> {
+        let exc = exc.unwrap_or_else(|| py.None());
+        let dropped = {
+            let mut inner = self.inner()?;
+            if inner.conn_lost > 0 {
+                return Ok(());
+            }
+            let dropped: Vec<Queued> = inner.queue.drain(..).collect();
+            inner.size = 0;
+            inner.writer = false;
+            inner.closing = true;
+            inner.reader = false;
+            inner.conn_lost += 1;
+            self.sync(py, &mut inner)?;
+            dropped
+        };
+        drop(dropped);
+        self.schedule_lost(py, exc)
+    }
+
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        self._force_close(py, None)
+    }
+
+    /// Set validated write limits (the wrapper keeps the values the user gave).
+    fn _set_limits(&self, high: f64, low: f64) -> PyResult<()> {
+        let mut inner = self.inner()?;
+        inner.high = high;
+        inner.low = low;
+        Ok(())
+    }
+
+    fn _maybe_pause_protocol(&self, py: Python<'_>) -> PyResult<()> {
+        self.maybe_pause_protocol(py)
+    }
+
+    /// (watching for reads, watching for writes, queued size): for `repr()`.
+    fn _state(&self) -> PyResult<(bool, bool, usize)> {
+        let inner = self.inner()?;
+        Ok((inner.reg_read, inner.reg_write, inner.size))
+    }
+
+    #[getter]
+    fn _conn_lost(&self) -> PyResult<u32> {
+        Ok(self.inner()?.conn_lost)
+    }
+
+    #[getter]
+    fn _closed(&self) -> PyResult<bool> {
+        Ok(self.inner()?.closed)
+    }
+
+    #[getter]
+    fn _transport_repr(&self, py: Python<'_>) -> PyResult<String> {
+        match self.transport_obj(py) {
+            Some(t) => Ok(t.bind(py).repr()?.to_string()),
+            None => Ok(format!("<closed transport fd={}>", self.fd)),
+        }
+    }
+
+    fn fileno(&self) -> RawFd {
+        self.fd
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.lp)?;
+        if let Some(inner) = try_lock(&self.inner) {
+            visit.call(&inner.transport)?;
+            visit.call(&inner.protocol)?;
+            visit.call(&inner.sock)?;
+            visit.call(&inner.address)?;
+            visit.call(&inner.read_context)?;
+            visit.call(&inner.write_context)?;
+            for item in &inner.queue {
+                if let Dest::Python(Some(a)) = &item.dest {
+                    visit.call(a)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let taken = try_lock(&self.inner).map(|mut i| {
+            let queue: Vec<Queued> = i.queue.drain(..).collect();
+            i.size = 0;
+            (
+                i.transport.take(),
+                i.protocol.take(),
+                i.sock.take(),
+                i.address.take(),
+                i.read_context.take(),
+                i.write_context.take(),
+                queue,
+            )
+        });
+        drop(taken);
+    }
+}
