@@ -296,7 +296,7 @@ impl LoopCore {
         let this = slf.get();
         let py = slf.py();
 
-        let (timeout, cancelled_timers) = {
+        let (timeout, cancelled_timers, skip_poll) = {
             let mut st = lock(&this.state)?;
             let cancelled = this.clean_timers(py, &mut st);
             for fd in std::mem::take(&mut st.rearm) {
@@ -317,7 +317,10 @@ impl LoopCore {
             if timeout != Some(Duration::ZERO) {
                 this.parked.store(true, Ordering::SeqCst);
             }
-            (timeout, cancelled)
+            // With callbacks ready and no descriptor registered, a poll could only report the
+            // waker, which matters only to a parked loop: skip the syscall.
+            let skip_poll = timeout == Some(Duration::ZERO) && st.io.is_empty();
+            (timeout, cancelled, skip_poll)
         };
         for t in &cancelled_timers {
             hand_back(t.bind(py).as_super());
@@ -327,7 +330,9 @@ impl LoopCore {
         // Every iteration polls, as the stdlib does: I/O that is ready is seen at the next
         // iteration even while callbacks keep the ready queue busy. Only a waiting poll
         // releases the GIL.
-        let events = {
+        let events = if skip_poll {
+            Vec::new()
+        } else {
             let mut guard = lock(&this.poller)?;
             let poller: &mut Poller = &mut guard;
             let result = if timeout == Some(Duration::ZERO) {
