@@ -392,13 +392,14 @@ def test_pipes_are_connected_through_the_loop_methods(loop, run):
     loop.connect_write_pipe = spy("connect_write_pipe")
 
     async def main():
-        transport, proto = await spawn(loop, *py("pass"))
+        transport, proto = await spawn(loop, *py("import sys; sys.stdin.read()"))
         popen = transport.get_extra_info("subprocess")
         fds = [(n, f.fileno()) for n, f in (
             ("connect_write_pipe", popen.stdin),
             ("connect_read_pipe", popen.stdout),
             ("connect_read_pipe", popen.stderr),
         )]
+        transport.get_pipe_transport(0).close()
         await proto.done
         transport.close()
         return fds

@@ -1,9 +1,9 @@
 """Child processes: `loop.subprocess_exec`, `loop.subprocess_shell` and their transport.
 
 The child is started by `subprocess.Popen`. Each of its standard streams that is a pipe is
-wrapped in one of the loop's pipe transports (`_make_write_pipe_transport` for stdin,
-`_make_read_pipe_transport` for stdout and stderr), whose protocol forwards to the
-subprocess protocol as `pipe_data_received` / `pipe_connection_lost`.
+connected with the loop's `connect_write_pipe` (stdin) or `connect_read_pipe` (stdout,
+stderr), as the stdlib does, with a protocol that forwards to the subprocess protocol as
+`pipe_data_received` / `pipe_connection_lost`.
 
 The child's exit is watched without a helper thread and without SIGCHLD: a pidfd
 (`os.pidfd_open`) becomes readable when the child exits; the loop's reader callback then
@@ -181,8 +181,7 @@ class _ThreadWatch(_ExitWatch):
         try:
             loop.call_soon_threadsafe(self._report, status)
         except RuntimeError:  # the loop is closed: the child is reaped all the same
-            if loop.get_debug():
-                logger.warning("loop %r closed before child process %d exited", loop, self._pid)
+            logger.warning("child process %d exited after its event loop was closed", self._pid)
 
 
 def _watch_exit(loop, pid, on_exit):
