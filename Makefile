@@ -1,5 +1,5 @@
 # swordfish — build, test and run.
-#   make run                      build in release mode and run the main job
+#   make run                      build in release mode and serve examples/app.py on :8000
 #   make test [PYTHON=python3.13] cargo test + pytest on one interpreter
 #   make conformance              CPython's asyncio test suite on swordfish and on asyncio
 #   make bench                    full scheduling benchmark, written to docs/benchmarks.md
@@ -45,6 +45,10 @@ conformance: build
 	$(VPY) tools/conformance.py
 
 run: build
+	@echo "serving examples/app.py on http://127.0.0.1:8000 (try: curl http://127.0.0.1:8000/ ; Ctrl-C stops)"
+	$(VPY) -m swordfish serve app:app --app-dir examples --host 127.0.0.1 --port 8000
+
+bench-quick: build
 	$(MAKE) -C benchmarks quick PYTHON=$(PYTHON)
 
 bench: build

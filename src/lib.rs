@@ -3,6 +3,7 @@
 mod clock;
 mod event_loop;
 mod handles;
+mod http;
 mod pyutil;
 mod reactor;
 mod sync;
@@ -30,6 +31,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transport::stream::StreamCore>()?;
     m.add_class::<transport::datagram::DatagramCore>()?;
     m.add_class::<transport::tls::TlsCore>()?;
+    http::register(m)?;
     m.add_function(wrap_pyfunction!(monotonic, m)?)?;
     m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;
     Ok(())

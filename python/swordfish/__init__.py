@@ -10,5 +10,13 @@ from ._loop import Loop
 from ._native import Handle, TimerHandle
 from ._runner import EventLoopPolicy, install, new_event_loop, run
 
-__all__ = ["EventLoopPolicy", "Handle", "Loop", "TimerHandle", "install", "new_event_loop", "run"]
+
+def serve(app, host="127.0.0.1", port=8000, **options):
+    """Serve an ASGI app over HTTP/1.1 until SIGINT/SIGTERM (see `swordfish.server`)."""
+    from .server import serve as _serve
+
+    return _serve(app, host=host, port=port, **options)
+
+
+__all__ = ["EventLoopPolicy", "Handle", "Loop", "TimerHandle", "install", "new_event_loop", "run", "serve"]
 __version__ = "0.1.0"

@@ -1,0 +1,7 @@
+"""`python -m swordfish serve module:app`."""
+
+import sys
+
+from .server.cli import main
+
+sys.exit(main())

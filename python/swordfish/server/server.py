@@ -1,0 +1,198 @@
+"""`Server`: binds, runs lifespan, serves connections with the native `HttpProtocol`, and
+shuts down gracefully (stop accepting, close idle connections, let in-flight requests
+finish up to the graceful timeout, then close the rest)."""
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+
+from .. import _native
+from .config import Config
+from .lifespan import Lifespan, LifespanFailed
+
+logger = logging.getLogger("swordfish.error")
+access_logger = logging.getLogger("swordfish.access")
+
+
+async def _pathsend(protocol, transport, path, gen):
+    """`http.response.pathsend`: the file goes out with `loop.sendfile` (zero-copy
+    `os.sendfile` on socket transports that allow it, a read/write loop otherwise)."""
+    ok = False
+    try:
+        if transport is None or transport.is_closing():
+            raise _native.ClientDisconnected("the client disconnected")
+        loop = asyncio.get_running_loop()
+        with open(path, "rb") as f:
+            await loop.sendfile(transport, f)
+        ok = True
+    finally:
+        protocol._pathsend_done(gen, ok)
+
+
+def _access_log(scope, status, size, seconds):
+    client = scope.get("client")
+    who = f"{client[0]}:{client[1]}" if client else "-"
+    path = scope["raw_path"].decode("latin-1")
+    if scope["query_string"]:
+        path += "?" + scope["query_string"].decode("latin-1")
+    access_logger.info(
+        '%s - "%s %s HTTP/%s" %d %d %.1fms',
+        who, scope["method"], path, scope["http_version"], status, size, seconds * 1000,
+    )
+
+
+class Server:
+    def __init__(self, config: Config):
+        self.config = config
+        self.state = None
+        self.started = False
+        self.exit_code = 0
+        self.sockets = []
+        self._servers = []
+        self._exit = None
+        self._loop = None
+
+    async def serve(self, sockets=None):
+        """Serve until `shutdown()`; sockets: already-bound listening sockets to use."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._exit = asyncio.Event()
+        config = self.config
+        app = config.load_app()
+        lifespan = Lifespan(app, config.lifespan)
+        try:
+            await lifespan.startup()
+        except LifespanFailed as exc:
+            logger.error("%s", exc)
+            self.exit_code = 3
+            raise
+        self.state = _native.HttpServerState(
+            app,
+            loop,
+            logger=logger,
+            pathsend=_pathsend,
+            access_log=_access_log if config.access_log and access_logger.isEnabledFor(logging.INFO) else None,
+            root_path=config.root_path,
+            lifespan_state=lifespan.state if lifespan.supported else None,
+            limit_request_line=config.limit_request_line,
+            limit_header_size=config.limit_header_size,
+            limit_header_count=config.limit_header_count,
+            limit_body_size=config.limit_body_size,
+            limit_concurrency=config.limit_concurrency,
+            timeout_header_read=config.timeout_header_read,
+            timeout_keep_alive=config.timeout_keep_alive,
+            date_header=config.date_header,
+            server_header=b"swordfish" if config.server_header else None,
+            default_headers=config.default_headers(),
+        )
+        state = self.state
+
+        def factory():
+            return _native.HttpProtocol(state)
+
+        try:
+            await self._listen(loop, factory, sockets)
+            self.started = True
+            await self._exit.wait()
+        finally:
+            await self._shutdown_connections()
+            await lifespan.shutdown()
+
+    async def _listen(self, loop, factory, sockets):
+        config = self.config
+        kw = {"backlog": config.backlog}
+        if sockets:
+            for sock in sockets:
+                self._servers.append(await loop.create_server(factory, sock=sock, **kw))
+        elif config.fd is not None:
+            sock = socket.socket(fileno=config.fd)
+            self._servers.append(await loop.create_server(factory, sock=sock, **kw))
+        elif config.uds:
+            self._servers.append(await loop.create_unix_server(factory, path=config.uds, **kw))
+        else:
+            self._servers.append(await loop.create_server(factory, host=config.host, port=config.port, **kw))
+        self.sockets = [s for server in self._servers for s in server.sockets]
+        for sock in self.sockets:
+            name = sock.getsockname()
+            if isinstance(name, tuple):
+                host, port = name[:2]
+                host = f"[{host}]" if ":" in host else host
+                logger.info("swordfish serving on http://%s:%d (pid %d)", host, port, os.getpid())
+            else:
+                logger.info("swordfish serving on unix:%s (pid %d)", name, os.getpid())
+
+    def shutdown(self):
+        """Ask `serve()` to stop gracefully (safe from any thread)."""
+        loop = self._loop
+        if loop is None or self._exit is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._exit.set()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(self._exit.set)
+
+    async def _shutdown_connections(self):
+        state = self.state
+        for server in self._servers:
+            server.close()
+        if state is None:
+            return
+        state.begin_shutdown()
+        for conn in list(state.connections):
+            conn.shutdown()
+        timeout = self.config.timeout_graceful_shutdown
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        # Polled: the connections tell nobody when they go; shutdown is rare.
+        while state.connections or state.active_requests:
+            if deadline is not None and loop.time() >= deadline:
+                logger.warning("graceful shutdown timed out: closing %d connections", len(state.connections))
+                for conn in list(state.connections):
+                    conn.abort()
+                break
+            await asyncio.sleep(0.02)
+        for server in self._servers:
+            await server.wait_closed()
+
+
+def run(config: Config):
+    """Run a server on a new loop of the configured kind until SIGINT/SIGTERM; returns
+    the exit code."""
+    loop = config.new_event_loop()
+    asyncio.set_event_loop(loop)
+    server = Server(config)
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        try:
+            loop.add_signal_handler(sig, server.shutdown)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    try:
+        loop.run_until_complete(server.serve())
+    except LifespanFailed:
+        return 3
+    finally:
+        for sig in signals:
+            try:
+                loop.remove_signal_handler(sig)
+            except Exception:
+                pass
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+    return server.exit_code
+
+
+def serve(app, host="127.0.0.1", port=8000, **options):
+    """Serve `app` (an ASGI app or 'module:attribute') until SIGINT/SIGTERM."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    return run(Config(app, host=host, port=port, **options))

@@ -1,0 +1,155 @@
+//! `HttpServerState`: what every connection of one server shares — the app, the loop, the
+//! settings (read once, not per connection), the constant scope parts and the counters the
+//! server runner needs for limits and graceful shutdown.
+
+use super::parse::Limits;
+use super::response::push_header;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PySet, PyString};
+use pyo3::{PyTraverseError, PyVisit};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct HttpServerState {
+    pub app: Py<PyAny>,
+    pub lp: Py<PyAny>,
+    pub create_task: Py<PyAny>,
+    pub logger: Py<PyAny>,
+    /// `access_log(scope, status, size, seconds)` or None.
+    pub access_log: Option<Py<PyAny>>,
+    /// `pathsend(protocol, transport, path, gen)`: the coroutine that sends a file.
+    pub pathsend: Py<PyAny>,
+    pub root_path: Py<PyString>,
+    pub lifespan_state: Option<Py<PyDict>>,
+    /// Shared (constant) scope values.
+    pub asgi_info: Py<PyDict>,
+    pub extensions: Py<PyDict>,
+    /// The open connections (HttpProtocol objects), for graceful shutdown.
+    pub connections: Py<PySet>,
+    pub limits: Limits,
+    pub timeout_header: f64,
+    pub timeout_keep_alive: f64,
+    pub limit_concurrency: usize,
+    pub date_header: bool,
+    pub server_header: Option<Vec<u8>>,
+    /// Pre-serialized `name: value\r\n` lines added to every response.
+    pub default_headers: Vec<u8>,
+    pub active_requests: AtomicUsize,
+    pub total_requests: AtomicU64,
+    pub shutting_down: AtomicBool,
+}
+
+#[pymethods]
+impl HttpServerState {
+    #[new]
+    #[pyo3(signature = (app, loop_, *, logger, pathsend, access_log=None, root_path="", lifespan_state=None,
+        limit_request_line=8190, limit_header_size=32768, limit_header_count=100,
+        limit_body_size=None, limit_concurrency=None, timeout_header_read=10.0, timeout_keep_alive=5.0,
+        date_header=true, server_header=Some(b"swordfish".to_vec()), default_headers=Vec::new()))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        app: Py<PyAny>,
+        loop_: Py<PyAny>,
+        logger: Py<PyAny>,
+        pathsend: Py<PyAny>,
+        access_log: Option<Py<PyAny>>,
+        root_path: &str,
+        lifespan_state: Option<Py<PyDict>>,
+        limit_request_line: usize,
+        limit_header_size: usize,
+        limit_header_count: usize,
+        limit_body_size: Option<u64>,
+        limit_concurrency: Option<usize>,
+        timeout_header_read: f64,
+        timeout_keep_alive: f64,
+        date_header: bool,
+        server_header: Option<Vec<u8>>,
+        default_headers: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> PyResult<Self> {
+        if !(timeout_header_read > 0.0 && timeout_keep_alive >= 0.0) {
+            return Err(PyValueError::new_err("timeouts must be positive"));
+        }
+        let mut defaults = Vec::new();
+        for (name, value) in &default_headers {
+            if !push_header(&mut defaults, name, value) {
+                return Err(PyValueError::new_err(format!("invalid default header {name:?}")));
+            }
+        }
+        if let Some(s) = &server_header {
+            if !push_header(&mut Vec::new(), b"server", s) {
+                return Err(PyValueError::new_err("invalid server header"));
+            }
+        }
+        let asgi_info = PyDict::new(py);
+        asgi_info.set_item("version", "3.0")?;
+        asgi_info.set_item("spec_version", "2.4")?;
+        let extensions = PyDict::new(py);
+        extensions.set_item("http.response.pathsend", PyDict::new(py))?;
+        extensions.set_item("http.response.trailers", PyDict::new(py))?;
+        let create_task = loop_.bind(py).getattr("create_task")?.unbind();
+        Ok(HttpServerState {
+            app,
+            lp: loop_,
+            create_task,
+            logger,
+            access_log,
+            pathsend,
+            root_path: PyString::new(py, root_path).unbind(),
+            lifespan_state,
+            asgi_info: asgi_info.unbind(),
+            extensions: extensions.unbind(),
+            connections: PySet::empty(py)?.unbind(),
+            limits: Limits {
+                request_line: limit_request_line,
+                header_size: limit_header_size,
+                header_count: limit_header_count,
+                body_size: limit_body_size.unwrap_or(u64::MAX),
+            },
+            timeout_header: timeout_header_read,
+            timeout_keep_alive,
+            limit_concurrency: limit_concurrency.unwrap_or(usize::MAX),
+            date_header,
+            server_header,
+            default_headers: defaults,
+            active_requests: AtomicUsize::new(0),
+            total_requests: AtomicU64::new(0),
+            shutting_down: AtomicBool::new(false),
+        })
+    }
+
+    #[getter]
+    fn connections(&self, py: Python<'_>) -> Py<PySet> {
+        self.connections.clone_ref(py)
+    }
+
+    /// Requests whose app task has not finished yet.
+    #[getter]
+    fn active_requests(&self) -> usize {
+        self.active_requests.load(Ordering::Relaxed)
+    }
+
+    /// Requests started since the server began.
+    #[getter]
+    fn total_requests(&self) -> u64 {
+        self.total_requests.load(Ordering::Relaxed)
+    }
+
+    /// New requests on kept-alive connections are refused from now on (they close instead).
+    fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.app)?;
+        visit.call(&self.lp)?;
+        visit.call(&self.create_task)?;
+        visit.call(&self.logger)?;
+        visit.call(&self.access_log)?;
+        visit.call(&self.pathsend)?;
+        visit.call(&self.lifespan_state)?;
+        visit.call(&self.connections)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,140 @@
+//! Parser checks that need no Python; the raw-request corpus runs end to end in
+//! tests/test_http_corpus.py.
+
+use super::*;
+
+const LIMITS: Limits = Limits { request_line: 100, header_size: 200, header_count: 5, body_size: 1000 };
+
+fn head(raw: &[u8]) -> Result<Head, Reject> {
+    let end = find_head_end(raw, &LIMITS)?.expect("complete head");
+    parse_head(raw, end, &LIMITS)
+}
+
+#[test]
+fn simple_get() {
+    let raw = b"GET /a?b HTTP/1.1\r\nHost: x\r\nX-A:  1 \r\n\r\nrest";
+    let h = head(raw).unwrap();
+    assert_eq!(&raw[h.method.clone()], b"GET");
+    assert_eq!(&raw[h.target.clone()], b"/a?b");
+    assert_eq!(h.minor, 1);
+    assert_eq!(h.len, raw.len() - 4);
+    assert_eq!(h.framing, Framing::Length(0));
+    assert!(h.keep_alive);
+    let (n, v) = h.headers[1].clone();
+    assert_eq!((&raw[n], &raw[v]), (&b"X-A"[..], &b"1"[..]));
+}
+
+#[test]
+fn incomplete_and_limits() {
+    assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nHost: x\r\n", &LIMITS), Ok(None));
+    assert_eq!(find_head_end(b"GET / HTTP/1.1\r", &LIMITS), Ok(None));
+    let long = [b'a'; 150];
+    assert_eq!(find_head_end(&long, &LIMITS), Err(Reject::UriTooLong));
+    let mut big = b"GET / HTTP/1.1\r\n".to_vec();
+    big.extend_from_slice(&[b'x'; 300]);
+    assert_eq!(find_head_end(&big, &LIMITS), Err(Reject::HeadersTooLarge));
+    let many = b"GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\ne: 1\r\n\r\n";
+    assert_eq!(head(many).unwrap_err(), Reject::HeadersTooLarge);
+}
+
+#[test]
+fn bad_line_endings() {
+    assert_eq!(find_head_end(b"GET / HTTP/1.1\nHost: x\r\n\r\n", &LIMITS), Err(Reject::BadRequest("bare LF")));
+    assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nHost: x\rY: 1\r\n\r\n", &LIMITS), Err(Reject::BadRequest("bare CR")));
+}
+
+fn status(raw: &[u8]) -> u16 {
+    match head(raw) {
+        Ok(_) => 200,
+        Err(e) => e.status(),
+    }
+}
+
+#[test]
+fn framing_rules() {
+    assert_eq!(status(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"), 200);
+    for cl in [&b"-1"[..], b"+1", b"1_0", b"5, 5", b"", b"0x5", b"5 5", b"99999999999999999999"] {
+        let mut raw = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: ".to_vec();
+        raw.extend_from_slice(cl);
+        raw.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(status(&raw), 400, "{:?}", String::from_utf8_lossy(cl));
+    }
+    assert_eq!(status(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n"), 400);
+    assert_eq!(status(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n"), 413);
+    assert_eq!(status(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n"), 400);
+    assert_eq!(status(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"), 400);
+    assert_eq!(status(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
+    assert_eq!(status(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"), 501);
+    assert_eq!(status(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
+    let h = head(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n");
+    assert!(h.is_err(), "gzip is not decoded by the server: {h:?}");
+    assert_eq!(head(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap().framing, Framing::Chunked);
+}
+
+#[test]
+fn host_version_method_fields() {
+    assert_eq!(status(b"GET / HTTP/1.1\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.0\r\n\r\n"), 200);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1 \r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"G(T / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET  / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x07b\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x7fb\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nX : 1\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n folded\r\n\r\n"), 400);
+    assert_eq!(status(b"GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    let h = head(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+    assert!(h.keep_alive);
+    let h = head(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nExpect: 100-continue\r\n\r\n").unwrap();
+    assert!(!h.keep_alive && h.expect_continue);
+}
+
+fn decode(chunks: &[&[u8]]) -> Result<(Vec<u8>, usize), Reject> {
+    let mut d = ChunkedDecoder::new(1000);
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for c in chunks {
+        buf.extend_from_slice(c);
+        let n = d.feed(&buf, &mut out)?;
+        buf.drain(..n);
+    }
+    assert!(d.is_done(), "not done");
+    Ok((out, buf.len()))
+}
+
+#[test]
+fn chunked_valid() {
+    let (out, left) = decode(&[b"5\r\nhello\r\n6;a=b\r\n world\r\n0\r\nX-T: 1\r\n\r\nGET"]).unwrap();
+    assert_eq!(out, b"hello world");
+    assert_eq!(left, 3);
+    // byte by byte
+    let raw = b"a\r\n0123456789\r\nA ; x\r\n0123456789\r\n0\r\n\r\n";
+    let pieces: Vec<&[u8]> = raw.chunks(1).collect();
+    assert_eq!(decode(&pieces).unwrap().0.len(), 20);
+}
+
+#[test]
+fn chunked_invalid() {
+    for raw in [
+        &b"5\r\nhello0\r\n\r\n"[..],
+        b"5\nhello\r\n0\r\n\r\n",
+        b"5\r\nhello\n0\r\n\r\n",
+        b"0 \r\n\r\n",
+        b" 5\r\nhello\r\n0\r\n\r\n",
+        b"-5\r\nhello\r\n0\r\n\r\n",
+        b"0x5\r\nhello\r\n0\r\n\r\n",
+        b"\r\n\r\n",
+        b"5\rhello\r\n0\r\n\r\n",
+        b"0\r\nHost: evil\r\n\r\n",
+        b"0\r\nContent-Length: 5\r\n\r\n",
+        b"0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"0\r\nbad trailer\r\n\r\n",
+        b"0\r\nX: 1\n\r\n",
+    ] {
+        assert!(decode(&[raw]).is_err(), "{:?}", String::from_utf8_lossy(raw));
+    }
+    assert_eq!(decode(&[b"fffffffffffffffffff\r\n"]).unwrap_err(), Reject::PayloadTooLarge);
+    assert_eq!(decode(&[b"3e9\r\n"]).unwrap_err(), Reject::PayloadTooLarge);
+}

@@ -1,0 +1,680 @@
+//! `HttpProtocol`: an asyncio `Protocol` (so it runs on any loop) that reads HTTP/1.1
+//! requests, starts the ASGI app for each, and keeps the connection's timers and flow
+//! control. One request is served at a time: pipelined requests wait in the read buffer,
+//! which keeps responses in order without queueing them.
+//!
+//! All state sits behind one mutex that is never held across a call into Python code:
+//! work that calls out (writes, closing, waking the app, timers) is collected as `Act`s and
+//! run after unlocking, because a write may call `pause_writing` straight back.
+
+use super::config::HttpServerState;
+use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
+use super::response::simple_response;
+use crate::clock::monotonic;
+use crate::sync::{lock, try_lock};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+use pyo3::{intern, PyTraverseError, PyVisit};
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard};
+
+/// Above this much unread body (or pipelined input), reading pauses.
+pub const READ_HIGH_WATER: usize = 64 * 1024;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TimerKind {
+    None,
+    /// The head of a request must be complete by the deadline (slowloris).
+    Header,
+    /// An idle kept-alive connection closes at the deadline.
+    KeepAlive,
+}
+
+pub enum BodyState {
+    Length(u64),
+    Chunked(ChunkedDecoder),
+}
+
+/// The request being served.
+pub struct Request {
+    pub gen: u64,
+    pub minor: u8,
+    pub head_method: bool,
+    pub keep_alive: bool,
+    pub body: BodyState,
+    pub body_buf: Vec<u8>,
+    pub body_done: bool,
+    /// `more_body: False` was handed to the app.
+    pub body_final_sent: bool,
+    /// After the response, the rest of the body is read and dropped.
+    pub discard: bool,
+    pub expect_continue: bool,
+    pub continue_sent: bool,
+    pub receive_waiter: Option<Py<PyAny>>,
+    // response
+    pub started: bool,
+    pub status: u16,
+    /// Status line and headers, held until the first body message decides the framing.
+    pub head: Vec<u8>,
+    pub head_written: bool,
+    pub app_length: Option<u64>,
+    pub chunked: bool,
+    pub sent: u64,
+    pub trailers: bool,
+    pub body_finished: bool,
+    pub complete: bool,
+    pub task_done: bool,
+    pub scope: Option<Py<PyAny>>,
+    pub start: f64,
+}
+
+pub struct Conn {
+    pub transport: Option<Py<PyAny>>,
+    pub write: Option<Py<PyAny>>,
+    pub client: Option<Py<PyAny>>,
+    pub server: Option<Py<PyAny>>,
+    pub https: bool,
+    pub rbuf: Vec<u8>,
+    pub req: Option<Request>,
+    pub gen: u64,
+    pub reading_paused: bool,
+    pub writing_paused: bool,
+    pub drain_waiters: Vec<Py<PyAny>>,
+    pub lost: bool,
+    /// No new request is read: the connection closes once the current one is done.
+    pub closing: bool,
+    pub shutdown: bool,
+    pub timer: Option<Py<PyAny>>,
+    pub timer_at: f64,
+    pub deadline: f64,
+    pub timer_kind: TimerKind,
+    pub on_timer: Option<Py<PyAny>>,
+}
+
+/// Work to do once the lock is released, in order.
+pub enum Act {
+    Write(Vec<u8>),
+    WriteObj(Py<PyAny>),
+    Close,
+    Abort,
+    PauseReading,
+    ResumeReading,
+    StartApp(Py<PyAny>, u64),
+    Resolve(Py<PyAny>, Py<PyAny>),
+    ArmTimer(f64),
+    CancelTimer(Py<PyAny>),
+    Forget,
+    LogError(String, Option<Py<PyAny>>),
+    AccessLog(Py<PyAny>, u16, u64, f64),
+}
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct HttpProtocol {
+    pub state: Py<HttpServerState>,
+    pub conn: Mutex<Conn>,
+}
+
+impl HttpProtocol {
+    pub fn lock(&self) -> PyResult<MutexGuard<'_, Conn>> {
+        lock(&self.conn)
+    }
+
+    pub fn st<'a>(&'a self, py: Python<'a>) -> &'a HttpServerState {
+        let _ = py;
+        self.state.get()
+    }
+
+    /// Run the collected work. Errors of one step are reported, not propagated, so that a
+    /// failed write still lets the close that follows happen.
+    pub fn run_acts(slf: &Bound<'_, Self>, acts: Vec<Act>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let state = this.state.get();
+        for act in acts {
+            let r: PyResult<()> = (|| {
+                match act {
+                    Act::Write(data) => {
+                        let w = this.lock()?.write.as_ref().map(|w| w.clone_ref(py));
+                        if let Some(w) = w {
+                            w.call1(py, (PyBytes::new(py, &data),))?;
+                        }
+                    }
+                    Act::WriteObj(obj) => {
+                        let w = this.lock()?.write.as_ref().map(|w| w.clone_ref(py));
+                        if let Some(w) = w {
+                            w.call1(py, (obj,))?;
+                        }
+                    }
+                    Act::Close | Act::Abort => {
+                        let t = this.lock()?.transport.as_ref().map(|t| t.clone_ref(py));
+                        if let Some(t) = t {
+                            let name = if matches!(act, Act::Close) { intern!(py, "close") } else { intern!(py, "abort") };
+                            t.call_method0(py, name)?;
+                        }
+                    }
+                    Act::PauseReading | Act::ResumeReading => {
+                        let t = this.lock()?.transport.as_ref().map(|t| t.clone_ref(py));
+                        if let Some(t) = t {
+                            let name = if matches!(act, Act::PauseReading) {
+                                intern!(py, "pause_reading")
+                            } else {
+                                intern!(py, "resume_reading")
+                            };
+                            t.call_method0(py, name)?;
+                        }
+                    }
+                    Act::StartApp(scope, gen) => start_app(slf, scope, gen)?,
+                    Act::Resolve(fut, value) => {
+                        let fut = fut.bind(py);
+                        if !fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+                            fut.call_method1(intern!(py, "set_result"), (value,))?;
+                        }
+                    }
+                    Act::ArmTimer(delay) => {
+                        let cb = this.lock()?.on_timer.as_ref().map(|c| c.clone_ref(py));
+                        if let Some(cb) = cb {
+                            let h = state.lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+                            let mut c = this.lock()?;
+                            if c.lost {
+                                drop(c);
+                                h.call_method0(py, intern!(py, "cancel"))?;
+                            } else {
+                                c.timer = Some(h);
+                                c.timer_at = monotonic() + delay;
+                            }
+                        }
+                    }
+                    Act::CancelTimer(h) => {
+                        h.call_method0(py, intern!(py, "cancel"))?;
+                    }
+                    Act::Forget => {
+                        state.connections.bind(py).discard(slf)?;
+                    }
+                    Act::LogError(msg, exc) => {
+                        let kwargs = pyo3::types::PyDict::new(py);
+                        if let Some(e) = exc {
+                            kwargs.set_item("exc_info", e)?;
+                        }
+                        state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
+                    }
+                    Act::AccessLog(scope, status, size, secs) => {
+                        if let Some(log) = &state.access_log {
+                            log.call1(py, (scope, status, size, secs))?;
+                        }
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py)
+                    || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py)
+                {
+                    return Err(e);
+                }
+                e.write_unraisable(py, Some(slf.as_any()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Set the connection's deadline; arm the loop timer only when none is armed early enough.
+    pub fn set_timer(&self, c: &mut Conn, kind: TimerKind, timeout: f64, acts: &mut Vec<Act>) {
+        c.timer_kind = kind;
+        if kind == TimerKind::None {
+            return;
+        }
+        let now = monotonic();
+        c.deadline = now + timeout;
+        match &c.timer {
+            Some(_) if c.timer_at <= c.deadline + 1e-3 => {}
+            Some(_) => {
+                if let Some(h) = c.timer.take() {
+                    acts.push(Act::CancelTimer(h));
+                }
+                acts.push(Act::ArmTimer(timeout));
+            }
+            None => acts.push(Act::ArmTimer(timeout)),
+        }
+    }
+
+    /// Refuse the request with `status` and close (RFC 9112 §… : after a framing error the
+    /// rest of the stream cannot be trusted).
+    pub fn reject(&self, c: &mut Conn, status: u16, acts: &mut Vec<Act>) {
+        let state = self.state.get();
+        let response_started = c.req.as_ref().is_some_and(|r| r.head_written);
+        if !response_started {
+            acts.push(Act::Write(simple_response(status, state.date_header, state.server_header.as_deref())));
+        }
+        if let Some(req) = c.req.as_mut() {
+            req.complete = true;
+        }
+        c.closing = true;
+        c.rbuf.clear();
+        acts.push(Act::Close);
+    }
+
+    /// Parse and feed what the read buffer holds, as far as the current state allows.
+    pub fn advance(&self, py: Python<'_>, c: &mut Conn, acts: &mut Vec<Act>) -> PyResult<()> {
+        let state = self.state.get();
+        loop {
+            if c.lost || c.closing {
+                return Ok(());
+            }
+            if c.req.is_none() {
+                // RFC 9112 §2.2: empty lines before a request line are ignored.
+                let skip = c.rbuf.chunks(2).take_while(|p| *p == b"\r\n").count() * 2;
+                if skip > 0 {
+                    c.rbuf.drain(..skip);
+                }
+                if c.rbuf.is_empty() {
+                    return Ok(());
+                }
+                if c.timer_kind == TimerKind::KeepAlive {
+                    self.set_timer(c, TimerKind::Header, state.timeout_header, acts);
+                }
+                let end = match find_head_end(&c.rbuf, &state.limits) {
+                    Ok(Some(end)) => end,
+                    Ok(None) => return Ok(()),
+                    Err(r) => return Ok(self.reject(c, r.status(), acts)),
+                };
+                let head = match parse_head(&c.rbuf, end, &state.limits) {
+                    Ok(h) => h,
+                    Err(r) => return Ok(self.reject(c, r.status(), acts)),
+                };
+                if state.shutting_down.load(Ordering::Relaxed) {
+                    c.closing = true;
+                    acts.push(Act::Close);
+                    return Ok(());
+                }
+                if state.active_requests.load(Ordering::Relaxed) >= state.limit_concurrency {
+                    return Ok(self.reject(c, 503, acts));
+                }
+                let scope = match super::asgi::build_scope(py, state, c, &head) {
+                    Ok(s) => s,
+                    Err(Reject::BadRequest(_)) | Err(_) => return Ok(self.reject(c, 400, acts)),
+                };
+                c.gen += 1;
+                let head_method = &c.rbuf[head.method.clone()] == b"HEAD";
+                let body = match head.framing {
+                    Framing::Length(n) => BodyState::Length(n),
+                    Framing::Chunked => BodyState::Chunked(ChunkedDecoder::new(state.limits.body_size)),
+                };
+                let body_done = matches!(body, BodyState::Length(0));
+                c.rbuf.drain(..head.len);
+                c.timer_kind = TimerKind::None;
+                state.active_requests.fetch_add(1, Ordering::Relaxed);
+                state.total_requests.fetch_add(1, Ordering::Relaxed);
+                let keep = head.keep_alive && !c.shutdown;
+                c.req = Some(Request {
+                    gen: c.gen,
+                    minor: head.minor,
+                    head_method,
+                    keep_alive: keep,
+                    body,
+                    body_buf: Vec::new(),
+                    body_done,
+                    body_final_sent: false,
+                    discard: false,
+                    expect_continue: head.expect_continue && !body_done,
+                    continue_sent: false,
+                    receive_waiter: None,
+                    started: false,
+                    status: 0,
+                    head: Vec::new(),
+                    head_written: false,
+                    app_length: None,
+                    chunked: false,
+                    sent: 0,
+                    trailers: false,
+                    body_finished: false,
+                    complete: false,
+                    task_done: false,
+                    scope: state.access_log.as_ref().map(|_| scope.clone_ref(py)),
+                    start: if state.access_log.is_some() { monotonic() } else { 0.0 },
+                });
+                acts.push(Act::StartApp(scope, c.gen));
+                continue;
+            }
+            // A request is in flight: feed its body, then stop (pipelined input waits).
+            let Some(req) = c.req.as_mut() else { return Ok(()) };
+            if !req.body_done && !c.rbuf.is_empty() {
+                let consumed = match &mut req.body {
+                    BodyState::Length(rem) => {
+                        let n = c.rbuf.len().min(usize::try_from(*rem).unwrap_or(usize::MAX));
+                        if !req.discard {
+                            req.body_buf.extend_from_slice(&c.rbuf[..n]);
+                        }
+                        *rem -= n as u64;
+                        req.body_done = *rem == 0;
+                        n
+                    }
+                    BodyState::Chunked(dec) => {
+                        let mut sink = Vec::new();
+                        let out = if req.discard { &mut sink } else { &mut req.body_buf };
+                        match dec.feed(&c.rbuf, out) {
+                            Ok(n) => {
+                                req.body_done = dec.is_done();
+                                n
+                            }
+                            Err(r) => {
+                                let waiter = req.receive_waiter.take();
+                                self.reject(c, r.status(), acts);
+                                if let Some(w) = waiter {
+                                    acts.push(Act::Resolve(w, super::asgi::disconnect_message(py)?));
+                                }
+                                return Ok(());
+                            }
+                        }
+                    }
+                };
+                c.rbuf.drain(..consumed);
+            }
+            let req = match c.req.as_mut() {
+                Some(r) => r,
+                None => return Ok(()),
+            };
+            if req.receive_waiter.is_some() && (!req.body_buf.is_empty() || (req.body_done && !req.body_final_sent)) {
+                let waiter = req.receive_waiter.take();
+                if let Some(w) = waiter {
+                    if w.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? {
+                        // The app stopped waiting (cancelled): keep the data for the next call.
+                    } else {
+                        let msg = super::asgi::take_body_message(py, req)?;
+                        acts.push(Act::Resolve(w, msg));
+                    }
+                }
+            }
+            if req.complete && req.body_done {
+                self.finish_request(c, acts);
+                continue;
+            }
+            let backlog = if req.body_done { c.rbuf.len() } else { req.body_buf.len() };
+            if backlog >= READ_HIGH_WATER && !c.reading_paused {
+                c.reading_paused = true;
+                acts.push(Act::PauseReading);
+            }
+            return Ok(());
+        }
+    }
+
+    /// The response is complete and the body read: keep the connection for the next request
+    /// or close it.
+    pub fn finish_request(&self, c: &mut Conn, acts: &mut Vec<Act>) {
+        let state = self.state.get();
+        let Some(req) = c.req.take() else { return };
+        if !req.keep_alive || c.shutdown || state.shutting_down.load(Ordering::Relaxed) {
+            c.closing = true;
+            acts.push(Act::Close);
+            return;
+        }
+        if c.reading_paused {
+            c.reading_paused = false;
+            acts.push(Act::ResumeReading);
+        }
+        if c.rbuf.is_empty() {
+            self.set_timer(c, TimerKind::KeepAlive, state.timeout_keep_alive, acts);
+        } else {
+            self.set_timer(c, TimerKind::Header, state.timeout_header, acts);
+        }
+    }
+}
+
+/// `create_task(app(scope, receive, send))`, with the receive callable as done callback.
+fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyResult<()> {
+    let py = slf.py();
+    let state = slf.get().state.get();
+    let receive = Bound::new(py, super::asgi::Receive { proto: slf.clone().unbind(), gen })?;
+    let send = Bound::new(py, super::asgi::Send { proto: slf.clone().unbind(), gen })?;
+    let started = (|| -> PyResult<Bound<'_, PyAny>> {
+        let coro = state.app.bind(py).call1((scope, &receive, &send))?;
+        state.create_task.bind(py).call1((coro,))
+    })();
+    match started {
+        Ok(task) => {
+            task.call_method1(intern!(py, "add_done_callback"), (receive,))?;
+            Ok(())
+        }
+        Err(e) => super::asgi::app_finished(slf, gen, Some(e.into_value(py).into_any())),
+    }
+}
+
+#[pymethods]
+impl HttpProtocol {
+    #[new]
+    fn new(state: Py<HttpServerState>) -> Self {
+        HttpProtocol {
+            state,
+            conn: Mutex::new(Conn {
+                transport: None,
+                write: None,
+                client: None,
+                server: None,
+                https: false,
+                rbuf: Vec::new(),
+                req: None,
+                gen: 0,
+                reading_paused: false,
+                writing_paused: false,
+                drain_waiters: Vec::new(),
+                lost: false,
+                closing: false,
+                shutdown: false,
+                timer: None,
+                timer_at: 0.0,
+                deadline: 0.0,
+                timer_kind: TimerKind::None,
+                on_timer: None,
+            }),
+        }
+    }
+
+    fn connection_made(slf: &Bound<'_, Self>, transport: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let state = this.state.get();
+        let extra = |name: &str| transport.call_method1(intern!(py, "get_extra_info"), (name,));
+        let address = |v: Bound<'_, PyAny>| -> Option<Py<PyAny>> {
+            let t = v.cast::<PyTuple>().ok()?;
+            if t.len() < 2 {
+                return None;
+            }
+            let host = t.get_item(0).ok()?;
+            let port = t.get_item(1).ok()?;
+            Some(PyTuple::new(py, [host, port]).ok()?.into_any().unbind())
+        };
+        let client = address(extra("peername")?);
+        let mut server = address(extra("sockname")?);
+        if server.is_none() {
+            // A Unix socket: (path, None), as uvicorn and the ASGI spec's examples have it.
+            let name = extra("sockname")?;
+            if name.is_instance_of::<pyo3::types::PyString>() {
+                server = Some(PyTuple::new(py, [name, py.None().into_bound(py)])?.into_any().unbind());
+            }
+        }
+        let https = !extra("sslcontext")?.is_none();
+        let write = transport.getattr(intern!(py, "write"))?.unbind();
+        let on_timer = slf.getattr(intern!(py, "_on_timer"))?.unbind();
+        state.connections.bind(py).add(slf)?;
+        let mut acts = Vec::new();
+        {
+            let mut c = this.lock()?;
+            c.transport = Some(transport.clone().unbind());
+            c.write = Some(write);
+            c.client = client;
+            c.server = server;
+            c.https = https;
+            c.on_timer = Some(on_timer);
+            this.set_timer(&mut c, TimerKind::Header, state.timeout_header, &mut acts);
+            if state.shutting_down.load(Ordering::Relaxed) {
+                c.closing = true;
+                acts.push(Act::Close);
+            }
+        }
+        Self::run_acts(slf, acts)
+    }
+
+    fn data_received(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut acts = Vec::new();
+        {
+            let mut c = this.lock()?;
+            if c.lost || c.closing {
+                return Ok(());
+            }
+            if let Ok(b) = data.cast::<PyBytes>() {
+                c.rbuf.extend_from_slice(b.as_bytes());
+            } else {
+                let b: Vec<u8> = data.extract()?;
+                c.rbuf.extend_from_slice(&b);
+            }
+            this.advance(py, &mut c, &mut acts)?;
+        }
+        Self::run_acts(slf, acts)
+    }
+
+    /// The client closed its side: treated as a disconnect (the transport then closes).
+    fn eof_received(&self) -> Option<bool> {
+        None
+    }
+
+    fn connection_lost(slf: &Bound<'_, Self>, _exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut acts = Vec::new();
+        let mut dropped = Vec::new();
+        {
+            let mut c = this.lock()?;
+            c.lost = true;
+            c.closing = true;
+            if let Some(h) = c.timer.take() {
+                acts.push(Act::CancelTimer(h));
+            }
+            c.timer_kind = TimerKind::None;
+            if let Some(req) = c.req.as_mut() {
+                if let Some(w) = req.receive_waiter.take() {
+                    acts.push(Act::Resolve(w, super::asgi::disconnect_message(py)?));
+                }
+            }
+            for w in c.drain_waiters.drain(..) {
+                acts.push(Act::Resolve(w, py.None()));
+            }
+            dropped.push(c.transport.take());
+            dropped.push(c.write.take());
+            dropped.push(c.on_timer.take());
+            c.rbuf = Vec::new();
+        }
+        acts.push(Act::Forget);
+        drop(dropped);
+        Self::run_acts(slf, acts)
+    }
+
+    fn pause_writing(&self) -> PyResult<()> {
+        self.lock()?.writing_paused = true;
+        Ok(())
+    }
+
+    fn resume_writing(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let mut acts = Vec::new();
+        {
+            let mut c = slf.get().lock()?;
+            c.writing_paused = false;
+            for w in c.drain_waiters.drain(..) {
+                acts.push(Act::Resolve(w, py.None()));
+            }
+        }
+        Self::run_acts(slf, acts)
+    }
+
+    fn _on_timer(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let mut acts = Vec::new();
+        {
+            let mut c = this.lock()?;
+            c.timer = None;
+            if c.lost || c.timer_kind == TimerKind::None {
+                return Ok(());
+            }
+            let now = monotonic();
+            if now + 1e-4 < c.deadline {
+                acts.push(Act::ArmTimer(c.deadline - now));
+            } else {
+                // Header read too slow, or idle keep-alive over: close quietly.
+                c.timer_kind = TimerKind::None;
+                c.closing = true;
+                acts.push(Act::Close);
+            }
+        }
+        Self::run_acts(slf, acts)
+    }
+
+    /// Graceful shutdown of this connection: close now if idle, else after the response.
+    fn shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let mut acts = Vec::new();
+        {
+            let mut c = slf.get().lock()?;
+            c.shutdown = true;
+            if c.lost {
+                return Ok(());
+            }
+            match c.req.as_mut() {
+                None => {
+                    c.closing = true;
+                    acts.push(Act::Close);
+                }
+                Some(r) => r.keep_alive = false,
+            }
+        }
+        Self::run_acts(slf, acts)
+    }
+
+    /// Close at once (the graceful timeout ran out).
+    fn abort(slf: &Bound<'_, Self>) -> PyResult<()> {
+        {
+            let mut c = slf.get().lock()?;
+            c.closing = true;
+        }
+        Self::run_acts(slf, vec![Act::Abort])
+    }
+
+    /// The file of a `pathsend` is sent (`ok`) or failed.
+    fn _pathsend_done(slf: &Bound<'_, Self>, gen: u64, ok: bool) -> PyResult<()> {
+        super::asgi::pathsend_done(slf, gen, ok)
+    }
+
+    /// Whether a request is being served (for the server's shutdown).
+    #[getter]
+    fn busy(&self) -> PyResult<bool> {
+        Ok(self.lock()?.req.is_some())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.state)?;
+        if let Some(c) = try_lock(&self.conn) {
+            visit.call(&c.transport)?;
+            visit.call(&c.write)?;
+            visit.call(&c.on_timer)?;
+            visit.call(&c.timer)?;
+            for w in &c.drain_waiters {
+                visit.call(w)?;
+            }
+            if let Some(r) = &c.req {
+                visit.call(&r.receive_waiter)?;
+                visit.call(&r.scope)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Some(mut c) = try_lock(&self.conn) {
+            c.transport = None;
+            c.write = None;
+            c.on_timer = None;
+            c.timer = None;
+            c.drain_waiters.clear();
+            c.req = None;
+        }
+    }
+}

@@ -1,0 +1,491 @@
+"""ASGI 3 behaviour of the HTTP server, on the stdlib loop and on swordfish: the scope,
+receive/send, keep-alive and pipelining, chunked responses, content-length checks,
+100-continue, disconnects, app errors, timeouts, limits, pathsend, trailers."""
+
+import asyncio
+import logging
+import os
+
+import pytest
+
+from httputil import closed, connect, echo_app, read_response, request, serving
+from swordfish.server import ClientDisconnected
+
+H = b"Host: example.com\r\n"
+GET = b"GET / HTTP/1.1\r\n" + H + b"\r\n"
+
+
+def run(loop, coro):
+    return loop.run_until_complete(asyncio.wait_for(coro, 20))
+
+
+def responder(*messages, status=200, headers=()):
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+        for m in messages:
+            await send(m)
+    return app
+
+
+def test_scope(loop):
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope)
+        await responder({"type": "http.response.body", "body": b"ok"})(scope, receive, send)
+
+    async def main():
+        async with serving(app, root_path="/root") as server:
+            raw = b"GET /p%2Fq/%C3%A9?a=1&b=%20 HTTP/1.1\r\nHost: h\r\nX-Mixed-Case: V\r\nx-two: 1\r\nX-Two: 2\r\n\r\n"
+            resp, _ = await request(server, raw)
+            assert resp.status == 200
+            return server.sockets[0].getsockname()[1]
+
+    port = run(loop, main())
+    (scope,) = seen
+    assert scope["type"] == "http"
+    assert scope["asgi"] == {"version": "3.0", "spec_version": "2.4"}
+    assert scope["http_version"] == "1.1"
+    assert scope["method"] == "GET"
+    assert scope["scheme"] == "http"
+    assert scope["path"] == "/p/q/\u00e9"
+    assert scope["raw_path"] == b"/p%2Fq/%C3%A9"
+    assert scope["query_string"] == b"a=1&b=%20"
+    assert scope["root_path"] == "/root"
+    assert scope["headers"] == [(b"host", b"h"), (b"x-mixed-case", b"V"), (b"x-two", b"1"), (b"x-two", b"2")]
+    assert scope["server"] == ("127.0.0.1", port)
+    host, cport = scope["client"]
+    assert host == "127.0.0.1" and isinstance(cport, int)
+    assert "http.response.pathsend" in scope["extensions"]
+    assert "http.response.trailers" in scope["extensions"]
+    assert "state" not in scope  # lifespan off
+
+
+def test_keep_alive_and_pipelining_in_order(loop):
+    async def app(scope, receive, send):
+        # the first request finishes last if requests ran concurrently
+        if scope["path"] == "/slow":
+            await asyncio.sleep(0.05)
+        await echo_app(scope, receive, send)
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(
+                b"GET /slow HTTP/1.1\r\n" + H + b"\r\n"
+                b"POST /two HTTP/1.1\r\n" + H + b"Content-Length: 3\r\n\r\nabc"
+                b"GET /three HTTP/1.1\r\n" + H + b"\r\n"
+            )
+            paths = [(await read_response(reader)).header("x-path") for _ in range(3)]
+            for i in range(3):
+                writer.write(b"GET /ka%d HTTP/1.1\r\n" % i + H + b"\r\n")
+                paths.append((await read_response(reader)).header("x-path"))
+            writer.close()
+            return paths
+
+    assert run(loop, main()) == ["/slow", "/two", "/three", "/ka0", "/ka1", "/ka2"]
+
+
+def test_response_framing(loop):
+    streaming = responder(
+        {"type": "http.response.body", "body": b"ab", "more_body": True},
+        {"type": "http.response.body", "body": b"", "more_body": True},
+        {"type": "http.response.body", "body": b"cd"},
+    )
+
+    async def main():
+        async with serving(streaming) as server:
+            chunked, _ = await request(server, GET)
+            http10, was_closed = await request(server, b"GET / HTTP/1.0\r\n\r\n")
+            head, _ = await request(server, b"HEAD / HTTP/1.1\r\n" + H + b"\r\n", head_request=True)
+        async with serving(responder({"type": "http.response.body", "body": b"xyz"})) as server:
+            single, _ = await request(server, GET)
+        async with serving(responder({"type": "http.response.body", "body": b"ignored"}, status=204)) as server:
+            empty, _ = await request(server, GET)
+        async with serving(responder({"type": "http.response.body", "body": b"1234"}), server_header=False,
+                           date_header=False, headers=["X-Default: yes"]) as server:
+            plain, _ = await request(server, GET)
+        return chunked, http10, was_closed, head, single, empty, plain
+
+    chunked, http10, was_closed, head, single, empty, plain = run(loop, main())
+    assert chunked.header("transfer-encoding") == "chunked" and chunked.body == b"abcd"
+    assert chunked.header("server") == "swordfish" and chunked.header("date").endswith("GMT")
+    assert http10.body == b"abcd" and http10.header("transfer-encoding") is None and was_closed
+    assert head.body == b"" and head.status == 200
+    assert single.header("content-length") == "3" and single.body == b"xyz"
+    assert empty.status == 204 and empty.header("content-length") is None
+    assert plain.header("server") is None and plain.header("date") is None
+    assert plain.header("x-default") == "yes"
+
+
+def test_head_response_is_one_write(loop):
+    """The head and a small body leave in one write (one segment on the wire)."""
+    async def main():
+        app = responder({"type": "http.response.body", "body": b"hello"})
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            first = await asyncio.wait_for(reader.read(65536), 5)
+            writer.close()
+            return first
+
+    data = run(loop, main())
+    assert data.endswith(b"\r\n\r\nhello")
+
+
+@pytest.mark.parametrize("declared,parts", [(b"3", [b"abcd"]), (b"5", [b"ab"]), (b"4", [b"ab", b"cde"])])
+def test_content_length_mismatch_closes(loop, declared, parts):
+    errors = []
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", declared)]})
+        try:
+            for i, p in enumerate(parts):
+                await send({"type": "http.response.body", "body": p, "more_body": i < len(parts) - 1})
+        except RuntimeError as e:
+            errors.append(str(e))
+            raise
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            data = await asyncio.wait_for(reader.read(), 5)
+            writer.close()
+            return data
+
+    data = run(loop, main())
+    assert errors and "Content-Length" in errors[0]
+    # the response is cut short, never completed: the client sees the connection close
+    assert len(data.partition(b"\r\n\r\n")[2]) < int(declared)
+
+
+def test_chunked_request_flow_control(loop):
+    """A large body is delivered in pieces with more_body, and reading pauses meanwhile."""
+    sizes = []
+
+    async def app(scope, receive, send):
+        total = 0
+        while True:
+            m = await receive()
+            total += len(m["body"])
+            sizes.append(len(m["body"]))
+            await asyncio.sleep(0)
+            if not m["more_body"]:
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": str(total).encode()})
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 1000000\r\n\r\n")
+            for _ in range(100):
+                writer.write(b"x" * 10000)
+                await writer.drain()
+            resp = await read_response(reader)
+            writer.close()
+            return resp
+
+    resp = run(loop, main())
+    assert resp.body == b"1000000"
+    assert len(sizes) > 1
+
+
+def test_expect_100_continue(loop):
+    async def main():
+        async with serving(echo_app) as server:
+            reader, writer = await connect(server)
+            writer.write(b"POST / HTTP/1.1\r\n" + H + b"Expect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+            interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            writer.write(b"hello")
+            resp = await read_response(reader)
+            writer.close()
+        # an app that answers without reading: no 100, and the connection closes
+        async with serving(responder({"type": "http.response.body", "body": b"no"}, status=413)) as server:
+            reader, writer = await connect(server)
+            writer.write(b"POST / HTTP/1.1\r\n" + H + b"Expect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+            refused = await read_response(reader)
+            refused_closed = await closed(reader)
+            writer.close()
+        return interim, resp, refused, refused_closed
+
+    interim, resp, refused, refused_closed = run(loop, main())
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert resp.body == b"hello"
+    assert refused.status == 413 and refused_closed
+
+
+def test_disconnect_while_app_runs(loop):
+    events = []
+
+    async def app(scope, receive, send):
+        events.append(await receive())  # the (empty) body
+        events.append(await receive())  # waits for the disconnect
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+        except OSError as e:
+            events.append(e)
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            await asyncio.sleep(0.05)
+            writer.close()
+            for _ in range(200):
+                if len(events) == 3:
+                    break
+                await asyncio.sleep(0.01)
+
+    run(loop, main())
+    assert events[0] == {"type": "http.request", "body": b"", "more_body": False}
+    assert events[1] == {"type": "http.disconnect"}
+    assert isinstance(events[2], ClientDisconnected) and isinstance(events[2], OSError)
+
+
+def test_receive_after_response_is_disconnect(loop):
+    got = []
+
+    async def app(scope, receive, send):
+        await receive()
+        await responder({"type": "http.response.body", "body": b"x"})(scope, receive, send)
+        got.append(await receive())
+
+    async def main():
+        async with serving(app) as server:
+            resp, _ = await request(server, GET)
+            await asyncio.sleep(0.05)
+            return resp
+
+    assert run(loop, main()).body == b"x"
+    assert got == [{"type": "http.disconnect"}]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_app_exception(loop, where, caplog):
+    async def app(scope, receive, send):
+        if where == "after":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"part", "more_body": True})
+        raise ValueError("boom")
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            data = await asyncio.wait_for(reader.read(), 5)
+            writer.close()
+            return data
+
+    with caplog.at_level(logging.ERROR, logger="swordfish.error"):
+        data = run(loop, main())
+    if where == "before":
+        assert data.startswith(b"HTTP/1.1 500 ")
+    else:
+        assert data.startswith(b"HTTP/1.1 200 ") and b"0\r\n\r\n" not in data
+    assert any("Exception in ASGI application" in r.getMessage() for r in caplog.records)
+
+
+def test_app_returns_without_response(loop):
+    async def app(scope, receive, send):
+        pass
+
+    async def main():
+        async with serving(app) as server:
+            return await request(server, GET)
+
+    resp, was_closed = run(loop, main())
+    assert resp.status == 500 and was_closed
+
+
+def test_header_read_timeout(loop):
+    async def main():
+        async with serving(echo_app, timeout_header_read=0.1) as server:
+            reader, writer = await connect(server)
+            writer.write(b"GET / HTTP/1.1\r\nHost: a\r\n")  # never finished
+            t0 = loop.time()
+            result = await closed(reader, 3)
+            writer.close()
+            return result, loop.time() - t0
+
+    was_closed, elapsed = run(loop, main())
+    assert was_closed and elapsed < 2
+
+
+def test_keep_alive_timeout(loop):
+    async def main():
+        async with serving(echo_app, timeout_keep_alive=0.1) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            resp = await read_response(reader)
+            result = await closed(reader, 3)
+            writer.close()
+            return resp, result
+
+    resp, was_closed = run(loop, main())
+    assert resp.status == 200 and was_closed
+
+
+@pytest.mark.parametrize("option,raw,status", [
+    ({"limit_request_line": 50}, b"GET /" + b"a" * 100 + b" HTTP/1.1\r\n" + H + b"\r\n", 414),
+    ({"limit_header_count": 3}, b"GET / HTTP/1.1\r\n" + H + b"a: 1\r\nb: 1\r\nc: 1\r\n\r\n", 431),
+    ({"limit_header_size": 100}, b"GET / HTTP/1.1\r\n" + H + b"a: " + b"x" * 200 + b"\r\n\r\n", 431),
+    ({"limit_body_size": 10}, b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 11\r\n\r\n" + b"x" * 11, 413),
+    ({"limit_body_size": 10}, b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n6\r\nxxxxxx\r\n6\r\nxxxxxx\r\n0\r\n\r\n", 413),
+])
+def test_limits(loop, option, raw, status):
+    async def main():
+        async with serving(echo_app, **option) as server:
+            return await request(server, raw)
+
+    resp, was_closed = run(loop, main())
+    assert resp.status == status and was_closed
+
+
+def test_header_limit_across_small_reads(loop):
+    async def main():
+        async with serving(echo_app, limit_header_size=200) as server:
+            reader, writer = await connect(server)
+            writer.write(b"GET / HTTP/1.1\r\n")
+            # 13 fields of 17 bytes pass the 200-byte limit with the last one; writing on
+            # after the server closed would make its kernel answer with a reset
+            for _ in range(13):
+                writer.write(b"X-A: 1234567890\r\n")
+                await writer.drain()
+                await asyncio.sleep(0)
+            resp = await asyncio.wait_for(read_response(reader), 5)
+            writer.close()
+            return resp
+
+    assert run(loop, main()).status == 431
+
+
+def test_concurrency_limit(loop):
+    release = None
+
+    async def app(scope, receive, send):
+        await release.wait()
+        await echo_app(scope, receive, send)
+
+    async def main():
+        nonlocal release
+        release = asyncio.Event()
+        async with serving(app, limit_concurrency=1) as server:
+            r1, w1 = await connect(server)
+            w1.write(GET)
+            await asyncio.sleep(0.05)
+            second, was_closed = await request(server, GET)
+            release.set()
+            first = await read_response(r1)
+            w1.close()
+            return first, second, was_closed
+
+    first, second, was_closed = run(loop, main())
+    assert first.status == 200 and second.status == 503 and was_closed
+
+
+def test_pathsend(loop, tmp_path):
+    path = tmp_path / "file.bin"
+    content = os.urandom(200_000)
+    path.write_bytes(content)
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.pathsend", "path": str(path)})
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(GET + GET)
+            one = await read_response(reader)
+            two = await read_response(reader)
+            writer.close()
+            return one, two
+
+    one, two = run(loop, main())
+    assert one.header("content-length") == str(len(content)) and one.body == content
+    assert two.body == content
+
+
+def test_trailers(loop):
+    app = responder(
+        {"type": "http.response.body", "body": b"data"},
+        {"type": "http.response.trailers", "headers": [(b"x-checksum", b"abc")]},
+    )
+
+    async def wrapped(scope, receive, send):
+        async def send_with_trailers(m):
+            if m["type"] == "http.response.start":
+                m = dict(m, trailers=True)
+            await send(m)
+        await app(scope, receive, send_with_trailers)
+
+    async def main():
+        async with serving(wrapped) as server:
+            return await request(server, GET)
+
+    resp, was_closed = run(loop, main())
+    assert resp.body == b"data" and resp.trailers == [("x-checksum", "abc")] and not was_closed
+
+
+def test_invalid_response_header_is_refused(loop):
+    errors = []
+
+    async def app(scope, receive, send):
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"x", b"a\r\nInjected: 1")]})
+        except ValueError as e:
+            errors.append(e)
+            raise
+
+    async def main():
+        async with serving(app) as server:
+            return await request(server, GET)
+
+    resp, _ = run(loop, main())
+    assert resp.status == 500 and errors
+
+
+def test_graceful_shutdown_finishes_in_flight_request(loop):
+    started = None
+
+    async def app(scope, receive, send):
+        if scope["path"] == "/busy":
+            started.set()
+            await asyncio.sleep(0.2)
+        await echo_app(scope, receive, send)
+
+    async def main():
+        nonlocal started
+        started = asyncio.Event()
+        async with serving(app) as server:
+            busy_r, busy_w = await connect(server)
+            idle_r, idle_w = await connect(server)
+            idle_w.write(GET)
+            assert (await read_response(idle_r)).status == 200
+            busy_w.write(b"GET /busy HTTP/1.1\r\n" + H + b"\r\n")
+            await started.wait()
+            server.shutdown()
+            idle_closed = await closed(idle_r, 1)
+            resp = await read_response(busy_r)
+            busy_closed = await closed(busy_r, 1)
+        return idle_closed, resp, busy_closed
+
+    idle_closed, resp, busy_closed = run(loop, main())
+    assert idle_closed and resp.status == 200 and resp.header("connection") == "close" and busy_closed
+
+
+def test_graceful_timeout_closes_stuck_request(loop):
+    async def app(scope, receive, send):
+        await asyncio.sleep(30)
+
+    async def main():
+        async with serving(app, timeout_graceful_shutdown=0.1) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            await asyncio.sleep(0.05)
+            server.shutdown()
+            return await closed(reader, 5)
+
+    assert run(loop, main())

@@ -1,0 +1,139 @@
+"""Lifespan, the Server runner and the CLI."""
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from httputil import request, serving
+from swordfish.server import LifespanFailed
+
+GET = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+
+
+def run(loop, coro):
+    return loop.run_until_complete(asyncio.wait_for(coro, 20))
+
+
+def lifespan_app(fail=False, log=None):
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                m = await receive()
+                log.append(m["type"])
+                if m["type"] == "lifespan.startup":
+                    if fail:
+                        await send({"type": "lifespan.startup.failed", "message": "no database"})
+                        return
+                    scope["state"]["db"] = "connected"
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        body = scope["state"]["db"].encode()
+        scope["state"]["db"] = "changed"  # a shallow copy per request
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+    return app
+
+
+def test_lifespan_state(loop):
+    log = []
+
+    async def main():
+        async with serving(lifespan_app(log=log), lifespan="on") as server:
+            one, _ = await request(server, GET)
+            two, _ = await request(server, GET)
+            return one.body, two.body
+
+    assert run(loop, main()) == (b"connected", b"connected")
+    assert log == ["lifespan.startup", "lifespan.shutdown"]
+
+
+def test_lifespan_startup_failure(loop):
+    async def main():
+        async with serving(lifespan_app(fail=True, log=[]), lifespan="auto"):
+            pass
+
+    with pytest.raises(LifespanFailed, match="no database"):
+        run(loop, main())
+
+
+def test_lifespan_auto_unsupported(loop):
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            raise RuntimeError("only http")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def main():
+        async with serving(app, lifespan="auto") as server:
+            return await request(server, GET)
+
+    assert run(loop, main())[0].body == b"ok"
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port, deadline):
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                data = b""
+                while chunk := s.recv(65536):
+                    data += chunk
+                return data
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+@pytest.mark.parametrize("how", ["module", "env"])
+def test_cli_serves(how):
+    port = _free_port()
+    env = dict(os.environ)
+    if how == "module":
+        cmd = [sys.executable, "-m", "swordfish", "serve", "app:app", "--app-dir", EXAMPLES, "--port", str(port)]
+    else:
+        cmd = [sys.executable, "-m", "swordfish", "serve"]
+        env.update(SWORDFISH_APP="app:app", SWORDFISH_APP_DIR=EXAMPLES, SWORDFISH_PORT=str(port),
+                   SWORDFISH_LOOP="asyncio")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        data = _get(port, time.monotonic() + 15)
+        assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"Hello from swordfish!\n")
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0, out.decode()
+    assert b"GET /" in out  # the access log
+
+
+def test_cli_help_and_failures(tmp_path):
+    helptext = subprocess.run([sys.executable, "-m", "swordfish", "serve", "--help"],
+                              capture_output=True, text=True, check=True).stdout
+    assert "--timeout-keep-alive" in helptext and "default: 5.0" in helptext
+    (tmp_path / "bad.py").write_text(
+        "async def app(scope, receive, send):\n"
+        "    await receive()\n"
+        "    await send({'type': 'lifespan.startup.failed', 'message': 'nope'})\n"
+    )
+    r = subprocess.run([sys.executable, "-m", "swordfish", "serve", "bad:app", "--app-dir", str(tmp_path),
+                        "--port", str(_free_port())], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 3 and "nope" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "swordfish", "serve", "missing_mod:app"],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2 and "cannot load" in r.stderr
