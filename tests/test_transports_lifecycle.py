@@ -261,6 +261,76 @@ def test_exit_exceptions_from_data_received_leave_the_loop(loop, conn, exc_type)
         assert calls == []
 
 
+@pytest.mark.parametrize("queued", [False, True], ids=["idle", "flushing"])
+def test_connection_lost_raising_is_reported(loop, run, conn, queued):
+    """connection_lost() comes from a scheduled callback, or (the stdlib's write path)
+    straight from the flush that emptied the queue of a closing transport: either way an
+    exception goes to the exception handler and the socket is closed."""
+
+    class Bad(Rec):
+        def connection_lost(self, exc):
+            super().connection_lost(exc)
+            raise ValueError("bad lost")
+
+    async def main():
+        with handler_calls(loop) as calls:
+            tr, pr, peer = await conn(Bad, "unix")
+            written = fill_until_queued(tr) if queued else b""
+            tr.close()
+            assert await recv_all(loop, peer) == written  # then EOF: the socket is closed
+            assert await pr.lost is None
+            await iterations(5)
+            assert len(calls) == 1
+            assert calls[0]["message"].startswith("Exception in callback")
+            assert type(calls[0]["exception"]) is ValueError
+
+    run(main())
+
+
+@pytest.mark.parametrize("how", ["close", "close-flushing", "abort", "peer-reset"])
+def test_writes_after_connection_lost_never_reach_a_reused_descriptor(loop, run, conn, impl, how):
+    async def main():
+        tr, pr, peer = await conn(Rec, "tcp" if how == "peer-reset" else "unix")
+        fd = tr.get_extra_info("socket").fileno()
+        if how == "close-flushing":
+            written = fill_until_queued(tr)
+            tr.close()
+            assert await recv_all(loop, peer) == written
+        elif how == "peer-reset":
+            reset_close(peer)
+        else:
+            getattr(tr, how)()
+        await pr.lost
+        # The descriptor number is free again: another socket takes it.
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        if b.fileno() == fd:
+            a, b = b, a
+        dup = None if a.fileno() == fd else os.dup2(a.fileno(), fd)
+        b.setblocking(False)
+        try:
+            for write in (tr.write, lambda d: tr.writelines([d]), tr.write):
+                try:
+                    write(b"leak")
+                except (AttributeError, TypeError):
+                    # The stdlib's own bugs: once the connection is lost its write()
+                    # fails if the flush of a closing transport lost it, and from 3.12
+                    # its writelines() fails whatever lost it.
+                    assert impl == "asyncio"
+            tr.write_eof()
+            tr.close()
+            await iterations(5)
+            with pytest.raises(BlockingIOError):
+                b.recv(100)
+        finally:
+            if dup is not None:
+                os.close(dup)
+            a.close()
+            b.close()
+
+    run(main())
+
+
 # -- extra info, repr, descriptor ownership ---------------------------------------------
 
 

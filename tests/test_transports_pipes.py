@@ -391,6 +391,43 @@ def test_write_pipe_writes_after_close_are_dropped_then_logged(loop, run, pipes,
     run(main())
 
 
+@pytest.mark.parametrize("how", ["close-flushing", "abort", "reader-closed"])
+def test_write_pipe_writes_after_connection_lost_never_reach_a_reused_descriptor(
+        loop, run, pipes, how):
+    async def main():
+        tr, pr, r = await pipes.write(Rec)
+        fd = tr.get_extra_info("pipe").fileno()
+        if how == "close-flushing":
+            data = payload(1 << 20)
+            tr.write(data)
+            reading = loop.run_in_executor(None, read_all, r)
+            tr.close()
+            assert await reading == data
+        elif how == "abort":
+            tr.abort()
+        else:
+            pipes.close(r)
+        await pr.lost
+        # The descriptor number is free again: another pipe's write end takes it.
+        r2, w2 = os.pipe()
+        if r2 == fd:  # the read end got it: move the read end elsewhere first
+            r2, old = os.dup(r2), r2
+            os.close(old)
+        dup = None if w2 == fd else os.dup2(w2, fd)
+        try:
+            tr.write(b"leak")
+            tr.writelines([b"leak"])
+            await iterations(5)
+            os.set_blocking(r2, False)
+            with pytest.raises(BlockingIOError):
+                os.read(r2, 100)
+        finally:
+            for x in {r2, w2, fd} if dup is not None else {r2, w2}:
+                os.close(x)
+
+    run(main())
+
+
 def test_write_pipe_refuses_str(loop, run, pipes):
     async def main():
         tr, pr, r = await pipes.write(Rec)

@@ -130,6 +130,25 @@ class _StreamTransport:
                 server._detach(self)
             self._loop = None
 
+    def _lose_connection_now(self, exc):
+        """`_call_connection_lost` straight from the flush that emptied a closing
+        transport's queue (the stdlib does it there, not on a later iteration). What it
+        raises goes to the exception handler, as from any callback the loop runs."""
+        loop = self._loop
+        try:
+            self._call_connection_lost(exc)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as err:
+            loop.call_exception_handler(
+                {
+                    "message": f"Exception in callback "
+                    f"{type(self).__name__}._call_connection_lost({exc!r})",
+                    "exception": err,
+                    "transport": self,
+                }
+            )
+
     # -- repr and finalization ------------------------------------------------------------
 
     def _repr_parts(self):

@@ -487,8 +487,10 @@ impl StreamCore {
                 self.schedule_connection_lost(py, &mut inner, py.None())?
             };
             // The stdlib calls connection_lost at once here, not on the next iteration.
+            // (`_lose_connection_now` reports what it raises to the exception handler; an
+            // error escaping readiness dispatch would only reach sys.unraisablehook.)
             if let Some((t, exc)) = pending {
-                t.bind(py).call_method1(intern!(py, "_call_connection_lost"), (exc,))?;
+                t.bind(py).call_method1(intern!(py, "_lose_connection_now"), (exc,))?;
             }
         } else if eof && self.kind == Kind::Socket {
             self.shutdown_write(py)?;
@@ -559,7 +561,10 @@ impl StreamCore {
     /// A lost or closing connection swallows writes, warning after a few (the stdlib's rule).
     fn swallow_write(&self, py: Python<'_>, inner: &mut Inner) -> PyResult<bool> {
         let lost = match self.kind {
-            Kind::Socket => inner.conn_lost > 0,
+            // A closing socket still takes writes while its queue drains (the stdlib's
+            // rule), but not once the connection is lost: its descriptor is closed then,
+            // and the number may already belong to another file.
+            Kind::Socket => inner.conn_lost > 0 || inner.lost_scheduled,
             _ => inner.conn_lost > 0 || inner.closing,
         };
         if !lost {
