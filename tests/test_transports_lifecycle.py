@@ -417,6 +417,30 @@ def test_unclosed_transport_warns_when_collected_after_loop_close(loop):
         os.fstat(fd)  # the transport closed its socket
 
 
+def test_transport_whose_close_failed_on_a_closed_loop_still_warns_and_closes(loop):
+    async def make():
+        tr, pr, peer = await connect(loop, Rec, "unix")
+        return tr, peer
+
+    tr, peer = loop.run_until_complete(make())
+    loop.close()
+    peer.close()
+    with pytest.raises(RuntimeError, match="^Event loop is closed$"):
+        tr.close()
+    assert tr.is_closing()
+    fd = tr.get_extra_info("socket").fileno()
+    ref = weakref.ref(tr)
+    del tr
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert ref() is None
+    messages = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert [m for m in messages if m.startswith("unclosed transport <")]
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
 @kinds
 def test_protocol_callbacks_run_in_a_copy_of_the_creation_context(loop, run, conn, kind):
     var = contextvars.ContextVar("var", default="unset")

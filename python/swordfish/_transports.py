@@ -171,8 +171,11 @@ class _StreamTransport:
         return "<{}>".format(" ".join(self._repr_parts()))
 
     def __del__(self, _warn=warnings.warn):
+        # The stdlib's condition: the socket or pipe is still open. (The closing state
+        # may say otherwise: a close() that a closed loop refused leaves it open.)
         core = getattr(self, "_core", None)
-        if core is not None and self._loop is not None and not core._closed:
+        fileobj = getattr(self, "_sock" if self._kind == "socket" else "_pipe", None)
+        if core is not None and fileobj is not None:
             _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
             core._detach()
             self._close_fileobj()
