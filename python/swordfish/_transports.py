@@ -19,7 +19,9 @@ from . import _native
 
 __all__ = ["SocketTransport", "ReadPipeTransport", "WritePipeTransport", "TransportsMixin"]
 
-_SLOTS = ("_loop", "_server", "_core", "__weakref__")
+# "__dict__" costs one pointer until something is set on the instance (as tests do when they
+# mock a method), and keeps the stdlib transports' openness to that.
+_SLOTS = ("_loop", "_server", "_core", "__weakref__", "__dict__")
 _UNSET = object()
 
 
