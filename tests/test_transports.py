@@ -13,11 +13,12 @@ import socket
 
 import pytest
 
-from conftest import PY
+from conftest import PY, nb_socketpair, tcp_pair
 from transportutil import (
     KINDS,
     BufRec,
     Rec,
+    collapse,
     conn,  # noqa: F401 (fixture)
     digest,
     fill_until_queued,
@@ -30,15 +31,6 @@ from transportutil import (
 )
 
 kinds = pytest.mark.parametrize("kind", KINDS)
-
-
-def collapse(events):
-    """Events with runs of 'data' folded into one."""
-    out = []
-    for e in events:
-        if not (out and out[-1] == e == "data"):
-            out.append(e)
-    return out
 
 
 # -- the data path ----------------------------------------------------------------------
@@ -61,6 +53,41 @@ def test_protocol_receives_everything_in_order(loop, run, conn, kind):
         assert tr.get_write_buffer_size() == 0
 
     run(main())
+
+
+@kinds
+@pytest.mark.parametrize("buffered", [False, True], ids=["plain", "buffered"])
+@pytest.mark.parametrize("size", [1000, 8 << 20], ids=["with-eof", "in-flight"])
+def test_data_and_eof_waiting_before_the_transport_exists(loop, run, kind, buffered, size):
+    """Readiness that predates the transport (the descriptor is already readable when it
+    is registered) is not lost: small data and the EOF are both waiting, or a large
+    send is still in flight."""
+    mine, peer = tcp_pair() if kind == "tcp" else nb_socketpair()
+    data = payload(size)
+
+    async def main():
+        sending = asyncio.ensure_future(loop.sock_sendall(peer, data))
+        await iterations(5)
+        eof_first = sending.done()
+        assert eof_first == (size == 1000)
+        if eof_first:
+            peer.shutdown(socket.SHUT_WR)
+        factory = (lambda: BufRec(1000)) if buffered else Rec
+        if kind == "tcp":
+            tr, pr = await loop.connect_accepted_socket(factory, mine)
+        else:
+            tr, pr = await loop.create_unix_connection(factory, sock=mine)
+        await sending
+        if not eof_first:
+            peer.shutdown(socket.SHUT_WR)
+        assert await pr.lost is None
+        assert bytes(pr.data) == data and pr.count("eof") == 1
+
+    try:
+        run(main())
+    finally:
+        mine.close()
+        peer.close()
 
 
 @kinds

@@ -3,6 +3,7 @@ buffer limits and pause_writing/resume_writing, and pause_reading/resume_reading
 """
 
 import asyncio
+import logging
 import re
 import socket
 
@@ -299,5 +300,39 @@ def test_toggling_reads_loses_nothing(loop, run, conn, kind, buffered):
         assert pr.paused_reads >= 2 and pr.data_while_paused == 0
         peer.shutdown(socket.SHUT_WR)
         assert await pr.lost is None
+
+    run(main())
+
+
+def _debug_messages(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+
+
+def test_debug_mode_logs_paused_and_resumed_reading(loop, run, conn, impl, request, caplog):
+    if impl == "swordfish":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "swordfish's native pause_reading/resume_reading do not log in debug mode")))
+
+    async def main():
+        tr, pr, peer = await conn(Rec, "unix")
+        loop.set_debug(True)
+        caplog.set_level(logging.DEBUG, logger="asyncio")
+        tr.pause_reading()
+        tr.resume_reading()
+        messages = _debug_messages(caplog)
+        assert any(m.endswith(" pauses reading") for m in messages)
+        assert any(m.endswith(" resumes reading") for m in messages)
+
+    run(main())
+
+
+def test_debug_mode_logs_the_end_of_file(loop, run, conn, caplog):
+    async def main():
+        tr, pr, peer = await conn(Rec, "unix")
+        loop.set_debug(True)
+        caplog.set_level(logging.DEBUG, logger="asyncio")
+        peer.shutdown(socket.SHUT_WR)
+        await pr.lost
+        assert any(m.endswith(" received EOF") and "fd=" in m for m in _debug_messages(caplog))
 
     run(main())

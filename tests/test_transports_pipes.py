@@ -4,6 +4,7 @@
 import asyncio
 import gc
 import os
+import socket
 import warnings
 import weakref
 
@@ -12,6 +13,7 @@ import pytest
 from conftest import PY
 from transportutil import (
     Rec,
+    collapse,
     connect_pipe,
     handler_calls,
     iterations,
@@ -424,6 +426,41 @@ def test_write_pipe_writes_after_connection_lost_never_reach_a_reused_descriptor
         finally:
             for x in {r2, w2, fd} if dup is not None else {r2, w2}:
                 os.close(x)
+
+    run(main())
+
+
+def test_pipe_transports_on_sockets(loop, run):
+    async def main():
+        a, b = socket.socketpair()
+        c, d = socket.socketpair()
+        try:
+            wt, wp = await loop.connect_write_pipe(Rec, a)
+            rt, rp = await loop.connect_read_pipe(Rec, c)
+            wt.write(b"to the socket")
+            assert b.recv(100) == b"to the socket"
+            b.close()  # the reader went away: seen through the socket's end-of-file
+            assert await wp.lost is None
+            d.sendall(b"from the socket")
+            d.close()
+            assert await rp.lost is None
+            assert bytes(rp.data) == b"from the socket"
+            assert collapse(rp.events) == ["made", "data", "eof", "lost"]
+        finally:
+            for s in (a, b, c, d):
+                s.close()
+
+    run(main())
+
+
+def test_write_pipe_on_a_character_device(loop, run):
+    async def main():
+        with open(os.devnull, "wb", buffering=0) as f:
+            tr, pr = await loop.connect_write_pipe(Rec, f)
+            tr.write(b"x" * (1 << 20))
+            assert tr.get_write_buffer_size() == 0
+            tr.close()
+            assert await pr.lost is None
 
     run(main())
 

@@ -108,6 +108,15 @@ class BufRec(Rec, asyncio.BufferedProtocol):
         self._note("data")
 
 
+def collapse(events):
+    """Events with runs of 'data' folded into one."""
+    out = []
+    for e in events:
+        if not (out and out[-1] == e == "data"):
+            out.append(e)
+    return out
+
+
 async def connect(loop, factory, kind="tcp"):
     """A transport on one end of a connected pair, and the other end as a raw socket.
 
