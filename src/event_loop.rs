@@ -101,7 +101,7 @@ impl LoopCore {
         }
     }
 
-    fn debug(&self) -> bool {
+    pub(crate) fn debug(&self) -> bool {
         self.shared.debug.load(Ordering::Relaxed)
     }
 

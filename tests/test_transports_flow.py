@@ -308,11 +308,7 @@ def _debug_messages(caplog):
     return [r.getMessage() for r in caplog.records if r.name == "asyncio"]
 
 
-def test_debug_mode_logs_paused_and_resumed_reading(loop, run, conn, impl, request, caplog):
-    if impl == "swordfish":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "swordfish's native pause_reading/resume_reading do not log in debug mode")))
-
+def test_debug_mode_logs_paused_and_resumed_reading(loop, run, conn, caplog):
     async def main():
         tr, pr, peer = await conn(Rec, "unix")
         loop.set_debug(True)

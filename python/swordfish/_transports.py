@@ -113,6 +113,9 @@ class _StreamTransport:
             }
         )
 
+    def _debug_log(self, fmt):
+        logger.debug(fmt, self)
+
     def _log_eof(self):
         if self._loop.get_debug():
             logger.debug("%r received EOF", self)

@@ -990,12 +990,29 @@ impl StreamCore {
     }
 
     fn pause_reading(&self, py: Python<'_>) -> PyResult<()> {
-        let mut inner = self.inner()?;
-        if inner.closing || inner.paused {
+        {
+            let mut inner = self.inner()?;
+            if inner.closing || inner.paused {
+                return Ok(());
+            }
+            inner.paused = true;
+            self.sync(py, &mut inner)?;
+        }
+        self.debug_log(py, "%r pauses reading")
+    }
+
+    /// The stdlib's debug-mode log lines (only in debug mode: a Python call).
+    fn debug_log(&self, py: Python<'_>, fmt: &str) -> PyResult<()> {
+        if !self.lp.get().debug() {
             return Ok(());
         }
-        inner.paused = true;
-        self.sync(py, &mut inner)
+        match self.transport_obj(py) {
+            Some(t) => {
+                t.bind(py).call_method1(intern!(py, "_debug_log"), (fmt,))?;
+                Ok(())
+            }
+            None => Ok(()),
+        }
     }
 
     fn resume_reading(&self, py: Python<'_>) -> PyResult<()> {
@@ -1007,7 +1024,9 @@ impl StreamCore {
         // Like the stdlib, resuming adds the reader back even after an end-of-file that
         // eof_received() kept open (which stopped reading): the EOF is reported again.
         inner.started = true;
-        self.sync(py, &mut inner)
+        self.sync(py, &mut inner)?;
+        drop(inner);
+        self.debug_log(py, "%r resumes reading")
     }
 
     #[pyo3(signature = (high=None, low=None))]
