@@ -281,7 +281,7 @@ impl HttpProtocol {
                     Ok(h) => h,
                     Err(r) => return Ok(self.reject(c, r.status(), acts)),
                 };
-                if state.shutting_down.load(Ordering::Relaxed) {
+                if state.shutting_down.load(Ordering::Relaxed) && c.gen > 0 {
                     c.closing = true;
                     acts.push(Act::Close);
                     return Ok(());
@@ -438,6 +438,10 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
     }
 }
 
+
+/// Seconds a connection that has not sent its first request yet gets on graceful shutdown.
+const FIRST_REQUEST_GRACE: f64 = 1.0;
+
 #[pymethods]
 impl HttpProtocol {
     #[new]
@@ -506,8 +510,9 @@ impl HttpProtocol {
             c.on_timer = Some(on_timer);
             this.set_timer(&mut c, TimerKind::Header, state.timeout_header, &mut acts);
             if state.shutting_down.load(Ordering::Relaxed) {
-                c.closing = true;
-                acts.push(Act::Close);
+                // Accepted before the listener closed: its first request is served.
+                c.shutdown = true;
+                this.set_timer(&mut c, TimerKind::Header, state.timeout_header.min(FIRST_REQUEST_GRACE), &mut acts);
             }
         }
         Self::run_acts(slf, acts)
@@ -617,6 +622,17 @@ impl HttpProtocol {
             c.shutdown = true;
             if c.lost {
                 return Ok(());
+            }
+            // A new connection (no request yet) is not an idle keep-alive one: its client
+            // has a request on the way, so it gets that one request (answered with
+            // `connection: close`) if it arrives within FIRST_REQUEST_GRACE. Closing it
+            // would drop a request sent in good faith, e.g. to a worker that retires
+            // (--max-requests) while sharing the accept queue with its replacement.
+            if c.req.is_none() && c.gen == 0 {
+                let grace = slf.get().state.get().timeout_header.min(FIRST_REQUEST_GRACE);
+                slf.get().set_timer(&mut c, TimerKind::Header, grace, &mut acts);
+                drop(c);
+                return Self::run_acts(slf, acts);
             }
             match c.req.as_mut() {
                 None => {

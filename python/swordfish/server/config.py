@@ -32,6 +32,8 @@ class Config:
     server_header: bool = True
     date_header: bool = True
     headers: list = dataclasses.field(default_factory=list)  # ["name: value", ...] or pairs
+    proxy_headers: bool = False
+    forwarded_allow_ips: str = "127.0.0.1"
     max_requests: int | None = None
     max_requests_jitter: int = 0
     workers: int = 1

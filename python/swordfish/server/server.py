@@ -5,15 +5,19 @@ finish up to the graceful timeout, then close the rest)."""
 import asyncio
 import logging
 import os
+import random
 import signal
 import socket
 
 from .. import _native
 from .config import Config
 from .lifespan import Lifespan, LifespanFailed
+from .proxy import ProxyHeaders
 
 logger = logging.getLogger("swordfish.error")
 access_logger = logging.getLogger("swordfish.access")
+
+_DRAIN_ITERATIONS = 8  # loop iterations between closing the listeners and closing idle connections
 
 
 async def _pathsend(protocol, transport, path, gen):
@@ -53,6 +57,12 @@ class Server:
         self._servers = []
         self._exit = None
         self._loop = None
+        self._bound_uds = None  # the Unix socket path this server bound (removed at exit)
+        # Hooks (the worker mode of the CLI uses them to talk to its supervisor):
+        # on_started() once the sockets listen; on_max_requests() once max_requests
+        # (plus this process's jitter) requests have started; None: shut down then.
+        self.on_started = None
+        self.on_max_requests = None
 
     async def serve(self, sockets=None):
         """Serve until `shutdown()`; sockets: already-bound listening sockets to use."""
@@ -61,6 +71,8 @@ class Server:
         self._exit = asyncio.Event()
         config = self.config
         app = config.load_app()
+        if config.proxy_headers:
+            app = ProxyHeaders(app, config.forwarded_allow_ips)
         lifespan = Lifespan(app, config.lifespan)
         try:
             await lifespan.startup()
@@ -92,11 +104,19 @@ class Server:
         def factory():
             return _native.HttpProtocol(state)
 
+        watch = None
         try:
             await self._listen(loop, factory, sockets)
             self.started = True
+            if config.max_requests:
+                limit = config.max_requests + random.randint(0, max(0, config.max_requests_jitter or 0))
+                watch = loop.create_task(self._watch_requests(limit))
+            if self.on_started is not None:
+                self.on_started()
             await self._exit.wait()
         finally:
+            if watch is not None:
+                watch.cancel()
             await self._shutdown_connections()
             await lifespan.shutdown()
 
@@ -111,6 +131,7 @@ class Server:
             self._servers.append(await loop.create_server(factory, sock=sock, **kw))
         elif config.uds:
             self._servers.append(await loop.create_unix_server(factory, path=config.uds, **kw))
+            self._bound_uds = config.uds
         else:
             self._servers.append(await loop.create_server(factory, host=config.host, port=config.port, **kw))
         self.sockets = [s for server in self._servers for s in server.sockets]
@@ -122,6 +143,20 @@ class Server:
                 logger.info("swordfish serving on http://%s:%d (pid %d)", host, port, os.getpid())
             else:
                 logger.info("swordfish serving on unix:%s (pid %d)", name, os.getpid())
+
+    async def _watch_requests(self, limit):
+        # Polled (0.05 s) rather than a per-request callback from the native protocol:
+        # nothing on the request path pays for it, and max-requests is approximate by
+        # nature (the jitter exists so that workers do not all recycle at once).
+        state = self.state
+        while state.total_requests < limit:
+            await asyncio.sleep(0.05)
+        logger.info("max requests reached (%d of %d): %s", state.total_requests, limit,
+                    "asking for a replacement" if self.on_max_requests else "shutting down")
+        if self.on_max_requests is not None:
+            self.on_max_requests()
+        else:
+            self.shutdown()
 
     def shutdown(self):
         """Ask `serve()` to stop gracefully (safe from any thread)."""
@@ -143,6 +178,13 @@ class Server:
             server.close()
         if state is None:
             return
+        # Connections already accepted (the loop accepts in batches) and requests already
+        # in the socket buffers reach the protocol over the next few loop iterations: let
+        # them, so that they are served rather than closed as idle. This matters when a
+        # worker retires under load (--max-requests): the connections it took from the
+        # shared accept queue are the ones a client sees dropped otherwise.
+        for _ in range(_DRAIN_ITERATIONS):
+            await asyncio.sleep(0)
         state.begin_shutdown()
         for conn in list(state.connections):
             conn.shutdown()
@@ -159,14 +201,22 @@ class Server:
             await asyncio.sleep(0.02)
         for server in self._servers:
             await server.wait_closed()
+        if self._bound_uds:
+            try:
+                os.unlink(self._bound_uds)
+            except OSError:
+                pass
 
 
-def run(config: Config):
+def run(config: Config, notify_fd=None):
     """Run a server on a new loop of the configured kind until SIGINT/SIGTERM; returns
-    the exit code."""
+    the exit code. notify_fd: a worker's pipe to its supervisor (see supervisor.py)."""
     loop = config.new_event_loop()
     asyncio.set_event_loop(loop)
     server = Server(config)
+    if notify_fd is not None:
+        server.on_started = lambda: os.write(notify_fd, b"R")
+        server.on_max_requests = lambda: os.write(notify_fd, b"M")
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         try:

@@ -1,0 +1,238 @@
+"""`--workers N`: a supervisor process that runs N worker processes on one listening socket.
+
+The supervisor binds the socket itself (or takes `--fd`) and every worker inherits it: the
+workers share one accept queue. `SO_REUSEPORT` (one socket per worker) was not chosen
+because each of those sockets has its own accept queue, filled by the kernel's hash of the
+connection: when a worker closes its socket to retire, the connections queued on it are
+reset. With one shared queue a retiring worker just stops calling accept() and the others
+take what is queued, so recycling drops nothing; it also works for Unix sockets and `--fd`.
+
+Each worker is a fresh `python -m swordfish serve ... --fd N` process (the single-process
+server, so a worker is exactly what one process runs) with a pipe back to the supervisor on
+which it writes `R` once it listens and `M` once it has served `--max-requests`.
+
+- A worker that exits unexpectedly is replaced. One that exits before it ever listened
+  (the app does not import, lifespan startup fails) stops everything: the supervisor exits
+  with that worker's code, instead of restarting a worker that cannot start forever.
+- `M`: a replacement is started first; once it listens the old worker gets SIGTERM and
+  shuts down gracefully (stops accepting, closes idle keep-alive connections, finishes
+  in-flight requests).
+- SIGTERM/SIGINT: every worker gets SIGTERM and has `--timeout-graceful-shutdown` seconds
+  (it aborts its remaining connections itself then); a worker still alive
+  `KILL_MARGIN` seconds after that (a blocked loop, a slow lifespan shutdown) is killed.
+  A second SIGTERM/SIGINT kills the workers at once.
+"""
+
+import logging
+import os
+import selectors
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+
+logger = logging.getLogger("swordfish.error")
+
+KILL_MARGIN = 2.0  # seconds past the graceful timeout before a worker is killed
+
+
+def bind_socket(config):
+    """The listening socket the workers share, as the single-process server would bind it."""
+    if config.fd is not None:
+        return socket.socket(fileno=config.fd)
+    if config.uds:
+        try:
+            if stat.S_ISSOCK(os.stat(config.uds).st_mode):
+                os.unlink(config.uds)  # a stale socket from an earlier run
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(config.uds)
+    else:
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            config.host or None, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(addr)
+    sock.listen(config.backlog)
+    return sock
+
+
+def _die_with_parent():
+    # Linux: a worker gets SIGTERM if the supervisor dies without stopping it.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class Worker:
+    def __init__(self, proc, rfd, predecessor):
+        self.proc = proc
+        self.pid = proc.pid
+        self.rfd = rfd
+        self.predecessor = predecessor  # the retiring worker this one replaces
+        self.ready = False
+        self.retiring = False
+        self.stopping = False
+        self.kill_at = None
+
+
+class Supervisor:
+    def __init__(self, config, argv):
+        """argv: the command line after `python -m swordfish` (`serve APP ...`); each worker
+        runs it with `--fd` and `--workers 1` added."""
+        self.config = config
+        self.argv = list(argv)
+        self.workers = []
+        self.stopping = False
+        self.exit_code = 0
+        self.sock = None
+        self.sel = None
+
+    def run(self):
+        config = self.config
+        self.sock = bind_socket(config)
+        self.sock.set_inheritable(True)
+        name = self.sock.getsockname()
+        where = f"unix:{name}" if isinstance(name, str) else f"{name[0]}:{name[1]}"
+        logger.info("swordfish supervisor (pid %d): %d workers on %s", os.getpid(), config.workers, where)
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signals = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)
+        old = {sig: signal.signal(sig, lambda *_: None) for sig in signals}
+        old_wakeup = signal.set_wakeup_fd(wake_w)
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(wake_r, selectors.EVENT_READ, None)
+        try:
+            for _ in range(config.workers):
+                self._spawn()
+            while self.workers or not self.stopping:
+                self._step(wake_r)
+        finally:
+            signal.set_wakeup_fd(old_wakeup)
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+            for w in self.workers:  # only on an error in the loop itself
+                w.proc.kill()
+                w.proc.wait()
+            self.sel.close()
+            os.close(wake_r)
+            os.close(wake_w)
+            self.sock.close()
+            if config.uds and config.fd is None:
+                try:
+                    os.unlink(config.uds)
+                except OSError:
+                    pass
+        logger.info("swordfish supervisor: stopped")
+        return self.exit_code
+
+    def _step(self, wake_r):
+        deadlines = [w.kill_at for w in self.workers if w.kill_at is not None]
+        timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        for key, _ in self.sel.select(timeout):
+            if key.data is None:
+                try:
+                    received = os.read(wake_r, 512)
+                except BlockingIOError:
+                    received = b""
+                for signum in received:
+                    if signum in (signal.SIGTERM, signal.SIGINT):
+                        self._signal(signum)
+            else:
+                self._message(key.data)
+        self._reap()
+        now = time.monotonic()
+        for w in self.workers:
+            if w.kill_at is not None and now >= w.kill_at:
+                logger.warning("worker %d did not stop in time: killing it", w.pid)
+                w.kill_at = None
+                w.proc.kill()
+
+    def _spawn(self, predecessor=None):
+        rfd, wfd = os.pipe()
+        cmd = [sys.executable, "-m", "swordfish", *self.argv,
+               "--fd", str(self.sock.fileno()), "--workers", "1", "--worker-notify-fd", str(wfd)]
+        try:
+            proc = subprocess.Popen(cmd, pass_fds=(self.sock.fileno(), wfd), preexec_fn=_die_with_parent)
+        finally:
+            os.close(wfd)
+        w = Worker(proc, rfd, predecessor)
+        self.workers.append(w)
+        self.sel.register(rfd, selectors.EVENT_READ, w)
+        logger.info("started worker %d%s", w.pid, f" to replace {predecessor.pid}" if predecessor else "")
+        return w
+
+    def _message(self, w):
+        data = os.read(w.rfd, 64)
+        if not data:  # the worker exited (or closed the pipe): _reap takes it
+            self._forget_pipe(w)
+            return
+        for c in data.decode("ascii", "replace"):
+            if c == "R" and not w.ready:
+                w.ready = True
+                old = w.predecessor
+                w.predecessor = None
+                if old is not None and old in self.workers:
+                    logger.info("worker %d listens: stopping worker %d", w.pid, old.pid)
+                    self._stop(old)
+            elif c == "M" and not w.retiring and not self.stopping:
+                w.retiring = True
+                logger.info("worker %d reached max requests: starting its replacement", w.pid)
+                self._spawn(predecessor=w)
+
+    def _forget_pipe(self, w):
+        if w.rfd is not None:
+            self.sel.unregister(w.rfd)
+            os.close(w.rfd)
+            w.rfd = None
+
+    def _stop(self, w):
+        if w.stopping:
+            return
+        w.stopping = True
+        timeout = self.config.timeout_graceful_shutdown
+        if timeout is not None:
+            w.kill_at = time.monotonic() + timeout + KILL_MARGIN
+        try:
+            w.proc.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def _signal(self, signum):
+        if self.stopping:
+            logger.warning("second %s: killing the workers", signal.Signals(signum).name)
+            for w in self.workers:
+                w.proc.kill()
+            return
+        logger.info("%s: stopping the workers", signal.Signals(signum).name)
+        self.stopping = True
+        for w in self.workers:
+            self._stop(w)
+
+    def _reap(self):
+        for w in list(self.workers):
+            code = w.proc.poll()
+            if code is None:
+                continue
+            self.workers.remove(w)
+            self._forget_pipe(w)
+            if self.stopping or w.stopping:
+                continue
+            if not w.ready:
+                logger.error("worker %d exited with %d before it started: stopping", w.pid, code)
+                self.exit_code = code if code > 0 else 1
+                self._signal(signal.SIGTERM)
+                continue
+            logger.warning("worker %d died (exit %d): starting a new one", w.pid, code)
+            if w.retiring and any(x.predecessor is w for x in self.workers):
+                continue  # its replacement is already starting
+            self._spawn()

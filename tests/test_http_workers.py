@@ -1,0 +1,523 @@
+"""The CLI in a subprocess: `--workers` under the supervisor (distinct pids, a killed worker
+is replaced, max-requests recycles without failed requests, SIGTERM drains, the graceful
+timeout ends stuck requests), single-process max-requests, `--proxy-headers`, `--fd`,
+`--uds`, `--loop uvloop`, and options from SWORDFISH_* variables. The app is workerapp.py.
+
+Every wait is on an observable event (a log line, a response, a process exit) with a
+deadline; the deadlines are generous for a loaded 2-core machine."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from swordfish.server.proxy import ProxyHeaders, TrustedHosts
+
+pytestmark = pytest.mark.timeout(180)
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+DEADLINE = 30.0  # seconds for anything to happen
+
+
+class Served:
+    """`python -m swordfish serve workerapp:app ARGS` with its log collected line by line."""
+
+    def __init__(self, *args, env=None, pass_fds=(), app="workerapp:app"):
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
+        full_env.update(env or {})
+        cmd = [sys.executable, "-m", "swordfish", "serve", *([app] if app else []), "--app-dir", TESTS, *args]
+        self.proc = subprocess.Popen(cmd, env=full_env, pass_fds=pass_fds,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append(None)  # EOF
+            self.cond.notify_all()
+
+    def log(self):
+        with self.cond:
+            return "\n".join(x for x in self.lines if x is not None)
+
+    def wait_line(self, pattern, start=0, count=1, timeout=DEADLINE):
+        """The count-th match of pattern in the log from line `start`: (match, line index)."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                found = 0
+                for i, line in enumerate(self.lines[start:], start):
+                    if line is None:
+                        raise AssertionError(f"server exited before {pattern!r}:\n{self.log()}")
+                    m = rx.search(line)
+                    if m:
+                        found += 1
+                        if found == count:
+                            return m, i
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {pattern!r} within {timeout}s:\n{self.log()}")
+                self.cond.wait(left)
+
+    def port(self):
+        m, _ = self.wait_line(r"(?:serving on http://|workers on )[\d.]+:(\d+)")
+        return int(m.group(1))
+
+    def wait_workers(self, n):
+        """Waits until n workers listen; their pids."""
+        self.wait_line(r"serving on .*\(pid \d+\)", count=n)
+        return children(self.proc.pid)
+
+    def stop(self, sig=signal.SIGTERM, timeout=DEADLINE):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.wait(timeout)
+
+    def wait(self, timeout=DEADLINE):
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"server did not exit within {timeout}s:\n{self.log()}")
+        self.reader.join(5)
+        return code
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pid in children(self.proc.pid):
+            _kill(pid)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def children(pid):
+    """The live child processes of pid (from /proc)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(entry))
+    return found
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def connect(addr, timeout=10):
+    if isinstance(addr, str):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(addr)
+        return s
+    return socket.create_connection(("127.0.0.1", addr), timeout=timeout)
+
+
+def split_response(data):
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 "), data
+    status = int(head.split(b" ", 2)[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        out = b""
+        while body:
+            size, _, rest = body.partition(b"\r\n")
+            n = int(size, 16)
+            if n == 0:
+                break
+            out += rest[:n]
+            body = rest[n + 2:]
+        body = out
+    return status, body
+
+
+def get(addr, path, headers=b"", timeout=10):
+    """One request on a new connection (Connection: close): (status, body)."""
+    with connect(addr, timeout) as s:
+        s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" + headers + b"\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return split_response(data)
+
+
+def answering(addr, timeout=DEADLINE):
+    """Polls until the server answers GET /pid; its pid."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status, body = get(addr, "/pid", timeout=5)
+            assert status == 200
+            return int(body)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)  # polling interval, not synchronisation
+
+
+def pids_seen(port, want, timeout=DEADLINE):
+    """Concurrent requests that each block their worker briefly, until every pid in want
+    has answered (a worker blocked in one request cannot accept the next connection)."""
+    seen = set()
+    deadline = time.monotonic() + timeout
+    with ThreadPoolExecutor(4) as pool:
+        while not want <= seen:
+            assert time.monotonic() < deadline, (want, seen)
+            for status, body in pool.map(lambda _: get(port, "/pid?block=0.05"), range(4)):
+                assert status == 200
+                seen.add(int(body))
+    return seen
+
+
+def start_in_flight(addr, path):
+    """Sends GET path and reads until the app has started answering ("begin\\n")."""
+    s = connect(addr, DEADLINE)
+    s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    data = b""
+    while b"begin\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    return s, data
+
+
+def read_rest(s, data):
+    try:
+        while chunk := s.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    finally:
+        s.close()
+    return data
+
+
+# -- workers -------------------------------------------------------------------------------
+
+def test_workers_serve_from_distinct_processes():
+    with Served("--port", "0", "--workers", "3", "--no-access-log") as srv:
+        pids = srv.wait_workers(3)
+        assert len(pids) == 3 and srv.proc.pid not in pids
+        assert pids_seen(srv.port(), pids) == pids
+        assert srv.stop() == 0, srv.log()
+        assert not any(alive(p) for p in pids)
+
+
+def test_killed_worker_is_replaced():
+    with Served("--port", "0", "--workers", "2", "--no-access-log") as srv:
+        pids = srv.wait_workers(2)
+        port = srv.port()
+        victim = min(pids)
+        _, at = srv.wait_line(r"serving on .*\(pid \d+\)", count=2)
+        os.kill(victim, signal.SIGKILL)
+        m, _ = srv.wait_line(rf"worker {victim} died .*starting a new one", start=at + 1)
+        m, _ = srv.wait_line(r"serving on .*\(pid (\d+)\)", start=at + 1)
+        new = int(m.group(1))
+        assert new not in pids
+        assert children(srv.proc.pid) == (pids - {victim}) | {new}
+        assert new in pids_seen(port, {new})
+        assert srv.stop() == 0, srv.log()
+
+
+def test_max_requests_recycles_without_failed_requests():
+    with Served("--port", "0", "--workers", "2", "--max-requests", "8", "--max-requests-jitter", "4",
+                "--no-access-log") as srv:
+        first = srv.wait_workers(2)
+        port = srv.port()
+        failures = []
+        served = []
+        stop = threading.Event()
+
+        def client(path):
+            while not stop.is_set():
+                try:
+                    status, body = get(port, path)
+                    if status != 200:
+                        failures.append((status, body))
+                    else:
+                        served.append(body)
+                except Exception as exc:
+                    failures.append(exc)
+
+        threads = [threading.Thread(target=client, args=(p,)) for p in ("/pid", "/pid", "/slow?t=0.05")]
+        for t in threads:
+            t.start()
+        try:
+            # Both first workers retire: each one only after its replacement listens.
+            for old in first:
+                m, _ = srv.wait_line(rf"worker (\d+) listens: stopping worker {old}\b")
+                assert int(m.group(1)) not in first
+            deadline = time.monotonic() + DEADLINE
+            while any(alive(p) for p in first):
+                assert time.monotonic() < deadline, srv.log()
+                time.sleep(0.02)  # polling for process exit
+            n = len(served)
+            deadline = time.monotonic() + DEADLINE
+            while len(served) < n + 10:  # and the replacements keep serving
+                assert time.monotonic() < deadline and not failures, f"{failures}\n{srv.log()}"
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(DEADLINE)
+        assert failures == [], srv.log()
+        pids = {int(b) for b in served if b.isdigit()}
+        assert len(pids - first) >= 2 and first & pids
+        assert srv.proc.poll() is None
+        assert srv.stop() == 0, srv.log()
+
+
+def test_worker_that_cannot_start_stops_the_supervisor():
+    with Served("--port", "0", "--workers", "2", app="missing_module_xyz:app") as srv:
+        assert srv.wait() == 2
+        assert "before it started" in srv.log()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_lets_the_request_in_flight_finish(workers):
+    with Served("--port", "0", "--workers", str(workers), "--timeout-graceful-shutdown", "20") as srv:
+        srv.wait_workers(workers) if workers > 1 else srv.wait_line("serving on")
+        s, data = start_in_flight(srv.port(), "/slow?t=0.5")
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        data = read_rest(s, data)
+        assert split_response(data) == (200, b"begin\nend\n"), data
+        assert srv.wait() == 0, srv.log()
+        assert time.monotonic() - t0 < 15
+
+
+@pytest.mark.parametrize("workers,path", [(1, "/stuck"), (2, "/stuck"), (2, "/blocked")])
+def test_graceful_timeout_ends_a_stuck_request(workers, path):
+    # /blocked blocks the worker's loop: only the supervisor's kill can end it.
+    with Served("--port", "0", "--workers", str(workers), "--timeout-graceful-shutdown", "0.3") as srv:
+        pids = srv.wait_workers(workers) if workers > 1 else {srv.proc.pid}
+        if workers == 1:
+            srv.wait_line("serving on")
+        s, data = start_in_flight(srv.port(), path)
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        data = read_rest(s, data)
+        assert b"end" not in data
+        assert srv.wait() == 0, srv.log()
+        assert time.monotonic() - t0 < 15
+        assert not any(alive(p) for p in pids)
+        if path == "/blocked":
+            assert "did not stop in time: killing it" in srv.log()
+
+
+def test_max_requests_single_process_exits_after_them():
+    # As uvicorn without workers: the process stops gracefully (exit 0) and whatever runs
+    # it (systemd, a container runtime) starts it again.
+    with Served("--port", "0", "--max-requests", "3") as srv:
+        port = srv.port()
+        pid = answering(port)
+        assert pid == srv.proc.pid
+        for _ in range(2):
+            assert get(port, "/pid") == (200, str(pid).encode())
+        assert srv.wait() == 0, srv.log()
+        assert "max requests reached" in srv.log()
+
+
+# -- options --------------------------------------------------------------------------------
+
+XFF = b"X-Forwarded-For: 203.0.113.7, 10.1.2.3\r\nX-Forwarded-Proto: https\r\n"
+
+
+@pytest.mark.parametrize("how", ["trusted", "untrusted", "off"])
+def test_proxy_headers(how):
+    if how == "trusted":  # options from the environment
+        args, env = (), {"SWORDFISH_PROXY_HEADERS": "1", "SWORDFISH_FORWARDED_ALLOW_IPS": "127.0.0.1, 10.0.0.0/8"}
+    elif how == "untrusted":
+        args, env = ("--proxy-headers", "--forwarded-allow-ips", "192.0.2.1,10.0.0.0/8"), {}
+    else:
+        args, env = ("--forwarded-allow-ips", "*"), {}
+    with Served("--port", "0", *args, env=env) as srv:
+        port = srv.port()
+        answering(port)
+        status, body = get(port, "/scope", XFF)
+        host, cport, scheme = body.decode().split()
+        if how == "trusted":
+            assert (host, cport, scheme) == ("203.0.113.7", "0", "https")
+        else:
+            assert host == "127.0.0.1" and cport != "0" and scheme == "http"
+        assert srv.stop() == 0
+
+
+def _scope_after(middleware, scope):
+    seen = {}
+
+    async def app(scope, receive, send):
+        seen.update(scope)
+
+    coro = middleware.__class__(app, middleware.trusted)(scope, None, None)
+    try:
+        coro.send(None)
+    except StopIteration:
+        pass
+    return seen
+
+
+def test_proxy_headers_middleware():
+    def scope(client, *headers, kind="http"):
+        return {"type": kind, "client": client, "scheme": "http" if kind == "http" else "ws",
+                "headers": [(n.encode(), v.encode()) for n, v in headers]}
+
+    mw = ProxyHeaders(None, "10.0.0.0/8, unix:")
+    # Right to left: the first untrusted address is the client; a forged leftmost is ignored.
+    s = _scope_after(mw, scope(("10.0.0.5", 1), ("x-forwarded-for", "6.6.6.6, 1.2.3.4, 10.9.9.9")))
+    assert s["client"] == ("1.2.3.4", 0) and s["scheme"] == "http"
+    # All trusted: the leftmost. Two header lines are one list.
+    s = _scope_after(mw, scope(("10.0.0.5", 1), ("x-forwarded-for", "10.1.1.1"), ("x-forwarded-for", "10.2.2.2")))
+    assert s["client"] == ("10.1.1.1", 0)
+    # The last proto counts; websocket schemes; junk proto ignored.
+    s = _scope_after(mw, scope(("10.0.0.5", 1), ("x-forwarded-proto", "http, HTTPS")))
+    assert s["scheme"] == "https" and s["client"] == ("10.0.0.5", 1)
+    assert _scope_after(mw, scope(("10.0.0.5", 1), ("x-forwarded-proto", "https"), kind="websocket"))["scheme"] == "wss"
+    assert _scope_after(mw, scope(("10.0.0.5", 1), ("x-forwarded-proto", "javascript")))["scheme"] == "http"
+    # A Unix-socket peer (no client) is trusted only through 'unix:'.
+    assert _scope_after(mw, scope(None, ("x-forwarded-for", "1.2.3.4")))["client"] == ("1.2.3.4", 0)
+    other = ProxyHeaders(None, "127.0.0.1")
+    assert _scope_after(other, scope(None, ("x-forwarded-for", "1.2.3.4")))["client"] is None
+    assert _scope_after(other, scope(("10.0.0.5", 1), ("x-forwarded-for", "1.2.3.4")))["client"] == ("10.0.0.5", 1)
+    assert "::1" in TrustedHosts("::1") and "::2" not in TrustedHosts("::1") and "x" in TrustedHosts("*")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_fd(workers):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    fd = sock.fileno()
+    try:
+        with Served("--fd", str(fd), "--workers", str(workers), "--port", "1", pass_fds=(fd,)) as srv:
+            pid = answering(port)
+            assert pid != os.getpid() and (pid == srv.proc.pid) == (workers == 1)
+            assert srv.stop() == 0, srv.log()
+    finally:
+        sock.close()
+
+
+def test_uds(tmp_path):
+    path = str(tmp_path / "s.sock")
+    with Served("--uds", path) as srv:
+        assert answering(path) == srv.proc.pid
+        assert get(path, "/pid") == (200, str(srv.proc.pid).encode())
+        assert srv.stop() == 0, srv.log()
+    assert not os.path.exists(path)
+
+
+def test_uds_workers_recycling(tmp_path):
+    # The socket path outlives the workers that retire (only the supervisor removes it).
+    path = str(tmp_path / "s.sock")
+    with Served("--uds", path, "--workers", "2", "--max-requests", "4", "--no-access-log") as srv:
+        first = srv.wait_workers(2)
+        pids = set()
+        deadline = time.monotonic() + DEADLINE
+        while not (pids - first):
+            assert time.monotonic() < deadline, srv.log()
+            status, body = get(path, "/pid")
+            assert status == 200
+            pids.add(int(body))
+        srv.wait_line(r"listens: stopping worker")
+        for _ in range(5):
+            assert get(path, "/pid")[0] == 200
+        assert srv.stop() == 0, srv.log()
+    assert not os.path.exists(path)
+
+
+def test_loop_uvloop():
+    pytest.importorskip("uvloop")
+    with Served("--port", "0", "--loop", "uvloop") as srv:
+        assert answering(srv.port()) == srv.proc.pid
+        assert srv.stop() == 0, srv.log()
+
+
+def test_env_options_and_help():
+    env = {"SWORDFISH_WORKERS": "2", "SWORDFISH_PORT": "0", "SWORDFISH_ACCESS_LOG": "0", "SWORDFISH_LOOP": "asyncio"}
+    with Served(env=env) as srv:
+        assert len(srv.wait_workers(2)) == 2
+        assert "2 workers on" in srv.log()
+        answering(srv.port())
+        assert '"GET /pid' not in srv.log()
+        assert srv.stop() == 0, srv.log()
+    helptext = subprocess.run([sys.executable, "-m", "swordfish", "serve", "--help"],
+                              capture_output=True, text=True, check=True).stdout
+    blocks = {}  # "--option" -> its help text
+    for block in re.split(r"\n(?=  -)", helptext):
+        blocks[block.split()[0].rstrip(",")] = " ".join(block.split())
+    for option, default in [("--workers", "1"), ("--max-requests", "None"), ("--max-requests-jitter", "0"),
+                            ("--proxy-headers", "False"), ("--forwarded-allow-ips", "127.0.0.1"),
+                            ("--fd", "None"), ("--uds", "None")]:
+        assert blocks[option].endswith(f"(default: {default})"), blocks[option]
+    assert "--worker-notify-fd" not in helptext
+
+
+def test_new_connection_at_shutdown_gets_its_first_request_served():
+    # A connection accepted before shutdown that has not sent its request yet is not an idle
+    # keep-alive one: its request is served (connection: close); a kept-alive connection
+    # that already had a request is closed at once.
+    import asyncio
+
+    import swordfish
+    from httputil import connect, echo_app, read_response, serving
+
+    async def main():
+        async with serving(echo_app, timeout_graceful_shutdown=10) as server:
+            fresh_r, fresh_w = await connect(server)
+            used_r, used_w = await connect(server)
+            used_w.write(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert (await read_response(used_r)).status == 200
+            while len(server.state.connections) < 2:
+                await asyncio.sleep(0.005)
+            server.shutdown()
+            assert await asyncio.wait_for(used_r.read(), 5) == b""
+            fresh_w.write(b"GET /b HTTP/1.1\r\nHost: t\r\n\r\n")
+            resp = await asyncio.wait_for(read_response(fresh_r), 5)
+            assert resp.status == 200 and resp.header("connection") == "close"
+            assert await asyncio.wait_for(fresh_r.read(), 5) == b""
+            fresh_w.close()
+            used_w.close()
+
+    loop = swordfish.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
