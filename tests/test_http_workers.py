@@ -304,6 +304,17 @@ def test_max_requests_recycles_without_failed_requests():
         assert srv.stop() == 0, srv.log()
 
 
+def test_workers_exit_when_the_supervisor_is_killed():
+    with Served("--port", "0", "--workers", "2", "--no-access-log") as srv:
+        pids = srv.wait_workers(2)
+        srv.proc.kill()
+        srv.wait()
+        deadline = time.monotonic() + DEADLINE
+        while any(alive(p) for p in pids):  # they get SIGTERM (PR_SET_PDEATHSIG)
+            assert time.monotonic() < deadline, pids
+            time.sleep(0.02)  # polling for process exit
+
+
 def test_worker_that_cannot_start_stops_the_supervisor():
     with Served("--port", "0", "--workers", "2", app="missing_module_xyz:app") as srv:
         assert srv.wait() == 2

@@ -62,14 +62,20 @@ def bind_socket(config):
     return sock
 
 
-def _die_with_parent():
-    # Linux: a worker gets SIGTERM if the supervisor dies without stopping it.
+def _parent_death_signal():
+    """Linux: a preexec_fn that has the worker get SIGTERM if the supervisor dies without
+    stopping it (looked up here, in the parent: nothing is imported after fork)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except Exception:
-        pass
+        return None
+
+    def preexec():
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    return preexec
 
 
 class Worker:
@@ -95,6 +101,7 @@ class Supervisor:
         self.exit_code = 0
         self.sock = None
         self.sel = None
+        self.preexec = _parent_death_signal() if sys.platform.startswith("linux") else None
 
     def run(self):
         config = self.config
@@ -162,7 +169,7 @@ class Supervisor:
         cmd = [sys.executable, "-m", "swordfish", *self.argv,
                "--fd", str(self.sock.fileno()), "--workers", "1", "--worker-notify-fd", str(wfd)]
         try:
-            proc = subprocess.Popen(cmd, pass_fds=(self.sock.fileno(), wfd), preexec_fn=_die_with_parent)
+            proc = subprocess.Popen(cmd, pass_fds=(self.sock.fileno(), wfd), preexec_fn=self.preexec)
         finally:
             os.close(wfd)
         w = Worker(proc, rfd, predecessor)
