@@ -15,6 +15,7 @@ from asyncio.log import logger
 
 from . import _native
 from ._compat import PY311, PY313
+from ._transports import CoreReports
 
 __all__ = ["DatagramTransport", "DatagramTransportMixin"]
 
@@ -27,7 +28,7 @@ _HEADER_SIZE = 8 if PY313 else 0
 _DROP_EMPTY = not PY313
 
 
-class DatagramTransport(asyncio.DatagramTransport, asyncio.Transport):
+class DatagramTransport(CoreReports, asyncio.DatagramTransport, asyncio.Transport):
     """A datagram socket's transport (`loop.create_datagram_endpoint`)."""
 
     max_size = 256 * 1024  # the largest datagram a read takes, as the stdlib's
@@ -140,42 +141,10 @@ class DatagramTransport(asyncio.DatagramTransport, asyncio.Transport):
 
     # -- called by the core -----------------------------------------------------------------
 
-    def _fatal_error(self, exc, message="Fatal error on transport"):
-        if isinstance(exc, OSError):
-            if self._loop.get_debug():
-                logger.debug("%r: %s", self, message, exc_info=True)
-        else:
-            self._loop.call_exception_handler(
-                {
-                    "message": message,
-                    "exception": exc,
-                    "transport": self,
-                    "protocol": self._core.get_protocol(),
-                }
-            )
-        self._core._force_close(exc)
-
     def _report_callback_error(self, exc, method):
         # Where the stdlib's reader/writer handle reports an exception from a protocol
         # callback (`Exception in callback _SelectorDatagramTransport._read_ready()`).
-        self._loop.call_exception_handler(
-            {
-                "message": f"Exception in callback {type(self).__name__}.{method}()",
-                "exception": exc,
-                "transport": self,
-                "protocol": self._core.get_protocol(),
-            }
-        )
-
-    def _report_flow_error(self, message, exc):
-        self._loop.call_exception_handler(
-            {
-                "message": message,
-                "exception": exc,
-                "transport": self,
-                "protocol": self._core.get_protocol(),
-            }
-        )
+        self._report(f"Exception in callback {type(self).__name__}.{method}()", exc)
 
     def _call_connection_lost(self, exc):
         core = self._core

@@ -31,7 +31,39 @@ def _set_nodelay(sock):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-class _StreamTransport:
+class CoreReports:
+    """How a native core's errors reach the loop: fatal errors close the transport, the
+    rest go to the exception handler (with the stdlib's context keys)."""
+
+    __slots__ = ()
+
+    def _report(self, message, exc):
+        self._loop.call_exception_handler(
+            {
+                "message": message,
+                "exception": exc,
+                "transport": self,
+                "protocol": self._core.get_protocol(),
+            }
+        )
+
+    def _fatal_error(self, exc, message="Fatal error on transport"):
+        if isinstance(exc, OSError) and self._quiet_error(exc):
+            if self._loop.get_debug():
+                logger.debug("%r: %s", self, message, exc_info=True)
+        else:
+            self._report(message, exc)
+        self._core._force_close(exc)
+
+    def _quiet_error(self, exc):
+        # OSErrors (resets, broken pipes) are the peer's doing: logged in debug mode only.
+        return True
+
+    def _report_flow_error(self, message, exc):
+        self._report(message, exc)
+
+
+class _StreamTransport(CoreReports):
     """What the three stream transports share; mixed into `asyncio` transport classes."""
 
     __slots__ = ()
@@ -84,34 +116,6 @@ class _StreamTransport:
         self._core.set_write_buffer_limits(high, low)
 
     # -- called by the core ---------------------------------------------------------------
-
-    def _fatal_error(self, exc, message="Fatal error on transport"):
-        if isinstance(exc, OSError) and self._quiet_error(exc):
-            if self._loop.get_debug():
-                logger.debug("%r: %s", self, message, exc_info=True)
-        else:
-            self._loop.call_exception_handler(
-                {
-                    "message": message,
-                    "exception": exc,
-                    "transport": self,
-                    "protocol": self._core.get_protocol(),
-                }
-            )
-        self._core._force_close(exc)
-
-    def _quiet_error(self, exc):
-        return True
-
-    def _report_flow_error(self, message, exc):
-        self._loop.call_exception_handler(
-            {
-                "message": message,
-                "exception": exc,
-                "transport": self,
-                "protocol": self._core.get_protocol(),
-            }
-        )
 
     def _debug_log(self, fmt):
         logger.debug(fmt, self)
@@ -276,12 +280,13 @@ class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
 
 class _PipeTransport(_StreamTransport):
     __slots__ = ()
-    def _init_pipe(self, loop, pipe, protocol, waiter, check):
+    def _init_pipe(self, loop, pipe, protocol, waiter):
         self._extra["pipe"] = pipe
         self._pipe = pipe
         self._fileno = pipe.fileno()
         mode = os.fstat(self._fileno).st_mode
-        check(mode)
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+            raise ValueError(self._mode_error)
         os.set_blocking(self._fileno, False)
         self._setup(loop, self._fileno, protocol)
         # A write pipe watches for reads only to learn that the other end is gone, which
@@ -324,14 +329,11 @@ class ReadPipeTransport(_PipeTransport, asyncio.ReadTransport):
     __slots__ = _SLOTS + ("_pipe", "_fileno")
     _kind = "read-pipe"
 
+    _mode_error = "Pipe transport is for pipes/sockets only."
+
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
         asyncio.ReadTransport.__init__(self, extra)
-
-        def check(mode):
-            if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-                raise ValueError("Pipe transport is for pipes/sockets only.")
-
-        self._init_pipe(loop, pipe, protocol, waiter, check)
+        self._init_pipe(loop, pipe, protocol, waiter)
 
     def pause_reading(self):
         self._core.pause_reading()
@@ -352,14 +354,7 @@ class ReadPipeTransport(_PipeTransport, asyncio.ReadTransport):
 
     def _report_callback_error(self, exc):
         protocol = self._core.get_protocol()
-        self._loop.call_exception_handler(
-            {
-                "message": f"Exception in callback {protocol.data_received!r}",
-                "exception": exc,
-                "transport": self,
-                "protocol": protocol,
-            }
-        )
+        self._report(f"Exception in callback {protocol.data_received!r}", exc)
 
 
 class WritePipeTransport(_Writes, _PipeTransport, asyncio.WriteTransport):
@@ -368,14 +363,11 @@ class WritePipeTransport(_Writes, _PipeTransport, asyncio.WriteTransport):
     __slots__ = _SLOTS + ("_pipe", "_fileno")
     _kind = "write-pipe"
 
+    _mode_error = "Pipe transport is only for pipes, sockets and character devices"
+
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
         asyncio.WriteTransport.__init__(self, extra)
-
-        def check(mode):
-            if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-                raise ValueError("Pipe transport is only for pipes, sockets and character devices")
-
-        self._init_pipe(loop, pipe, protocol, waiter, check)
+        self._init_pipe(loop, pipe, protocol, waiter)
 
     def write_eof(self):
         self._core.write_eof()

@@ -19,7 +19,9 @@
 //! wraps the core and keeps the rare paths: construction, extra info, error reporting,
 //! write-limit validation and `connection_lost`.
 
+use super::pybuf::{in_context, View};
 use super::IoTarget;
+use crate::handles::copy_context;
 use crate::event_loop::LoopCore;
 use crate::pyutil::os_error;
 use crate::reactor::Readiness;
@@ -138,60 +140,6 @@ fn classify(py: Python<'_>, err: PyErr) -> Failure {
         Failure::Exit(err)
     } else {
         Failure::Other(err)
-    }
-}
-
-/// A copy of the current context (what a handle created now would run in).
-fn copy_context(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    // SAFETY: returns a new reference or NULL with an exception set.
-    let ctx = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyContext_CopyCurrent())? };
-    Ok(ctx.unbind())
-}
-
-/// Run `f` inside `ctx` (a `contextvars.Context`).
-fn in_context(py: Python<'_>, ctx: &Py<PyAny>, f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
-    // SAFETY: ctx is a contextvars.Context we hold a reference to.
-    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
-        return Err(PyErr::fetch(py));
-    }
-    let mut result = f();
-    // SAFETY: entered above on this thread.
-    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
-        let exit_err = PyErr::fetch(py);
-        if result.is_ok() {
-            result = Err(exit_err);
-        }
-    }
-    result
-}
-
-/// A contiguous read-only view of a bytes-like object, released on drop.
-struct View(ffi::Py_buffer);
-
-impl View {
-    fn get(obj: &Bound<'_, PyAny>) -> PyResult<View> {
-        // SAFETY: Py_buffer is plain data filled in by PyObject_GetBuffer.
-        let mut view: ffi::Py_buffer = unsafe { std::mem::zeroed() };
-        // PyBUF_SIMPLE, as the socket module asks: a non-contiguous view is a BufferError.
-        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut view, ffi::PyBUF_SIMPLE) } != 0 {
-            return Err(PyErr::fetch(obj.py()));
-        }
-        Ok(View(view))
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        if self.0.len <= 0 || self.0.buf.is_null() {
-            return &[];
-        }
-        // SAFETY: PyBUF_SIMPLE gives one contiguous block of `len` bytes.
-        unsafe { std::slice::from_raw_parts(self.0.buf as *const u8, self.0.len as usize) }
-    }
-}
-
-impl Drop for View {
-    fn drop(&mut self) {
-        // SAFETY: obtained by PyObject_GetBuffer; the GIL is held wherever views live.
-        unsafe { ffi::PyBuffer_Release(&mut self.0) }
     }
 }
 
@@ -588,7 +536,7 @@ impl DatagramCore {
         if let Ok(b) = data.cast::<PyBytes>() {
             return self.sys_send(py, b.as_bytes(), to);
         }
-        let view = View::get(data).map_err(|e| classify(py, e))?;
+        let view = View::readable(data).map_err(|e| classify(py, e))?;
         self.sys_send(py, view.as_slice(), to)
     }
 

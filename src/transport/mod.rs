@@ -1,6 +1,7 @@
 //! Native transports and what the loop needs to drive them.
 
 pub mod datagram;
+pub mod pybuf;
 pub mod stream;
 pub mod tls;
 pub mod write_buffer;

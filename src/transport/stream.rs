@@ -13,6 +13,8 @@
 //! read), so a new edge comes with new data, and a full read asks the loop to re-arm.
 
 use super::write_buffer::{write_once, Sink, WriteBuffer};
+use super::pybuf::{in_context, with_bytes, View};
+use crate::handles::copy_context;
 use super::IoTarget;
 use crate::reactor::Readiness;
 use crate::event_loop::LoopCore;
@@ -243,25 +245,15 @@ impl StreamCore {
             Some(c) => c.clone_ref(py),
             None => return Ok(()),
         };
-        // SAFETY: ctx is a contextvars.Context we own a reference to.
-        if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
-            return Err(PyErr::fetch(py));
-        }
-        let mut result = Ok(());
-        if ev.readable {
-            result = this.read_ready(py, ev.read_closed);
-        }
-        if ev.writable && result.is_ok() {
-            result = this.write_ready(py);
-        }
-        // SAFETY: entered above on this thread.
-        if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
-            let exit_err = PyErr::fetch(py);
-            if result.is_ok() {
-                result = Err(exit_err);
+        in_context(py, &ctx, || {
+            if ev.readable {
+                this.read_ready(py, ev.read_closed)?;
             }
-        }
-        result
+            if ev.writable {
+                this.write_ready(py)?;
+            }
+            Ok(())
+        })
     }
 
     /// `read_closed`: the event said the peer closed, so end-of-file (or an error) may be
@@ -366,7 +358,7 @@ impl StreamCore {
             Ok(_) => {}
         }
         let n = {
-            let view = match WritableView::get(&buf) {
+            let view = match View::writable(&buf) {
                 Ok(v) if v.len() > 0 => v,
                 Ok(_) => {
                     let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
@@ -381,7 +373,7 @@ impl StreamCore {
                 }
             };
             // SAFETY: the view is writable and stays valid until dropped below.
-            let n = unsafe { libc::recv(self.fd, view.ptr(), view.len(), 0) };
+            let n = unsafe { libc::recv(self.fd, view.as_mut_ptr(), view.len(), 0) };
             if n > 0 && (n as usize == view.len() || read_closed) {
                 // The kernel may hold more: no new edge would come for it.
                 self.lp.get().io_rearm(self.fd)?;
@@ -652,73 +644,6 @@ impl StreamCore {
     }
 }
 
-/// Run `f` on the bytes of a bytes-like object without copying them.
-fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> PyResult<R>) -> PyResult<R> {
-    if let Ok(b) = data.cast::<PyBytes>() {
-        return f(b.as_bytes());
-    }
-    let view = ReadableView::get(data)?;
-    f(view.as_slice())
-}
-
-/// A contiguous read-only buffer view, released on drop.
-struct ReadableView(ffi::Py_buffer);
-
-impl ReadableView {
-    fn get(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
-        // SAFETY: Py_buffer is plain data filled in by PyObject_GetBuffer.
-        let mut view: ffi::Py_buffer = unsafe { std::mem::zeroed() };
-        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut view, ffi::PyBUF_SIMPLE) } != 0 {
-            return Err(PyErr::fetch(obj.py()));
-        }
-        Ok(ReadableView(view))
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        if self.0.len <= 0 || self.0.buf.is_null() {
-            return &[];
-        }
-        // SAFETY: PyBUF_SIMPLE gives one contiguous block of `len` bytes.
-        unsafe { std::slice::from_raw_parts(self.0.buf as *const u8, self.0.len as usize) }
-    }
-}
-
-impl Drop for ReadableView {
-    fn drop(&mut self) {
-        // SAFETY: obtained by PyObject_GetBuffer; the GIL is held wherever views live.
-        unsafe { ffi::PyBuffer_Release(&mut self.0) }
-    }
-}
-
-/// A contiguous writable buffer view (what `socket.recv_into` accepts), released on drop.
-struct WritableView(ffi::Py_buffer);
-
-impl WritableView {
-    fn get(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
-        // SAFETY: as for ReadableView.
-        let mut view: ffi::Py_buffer = unsafe { std::mem::zeroed() };
-        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut view, ffi::PyBUF_WRITABLE) } != 0 {
-            return Err(PyErr::fetch(obj.py()));
-        }
-        Ok(WritableView(view))
-    }
-
-    fn len(&self) -> usize {
-        self.0.len.max(0) as usize
-    }
-
-    fn ptr(&self) -> *mut libc::c_void {
-        self.0.buf
-    }
-}
-
-impl Drop for WritableView {
-    fn drop(&mut self) {
-        // SAFETY: as for ReadableView.
-        unsafe { ffi::PyBuffer_Release(&mut self.0) }
-    }
-}
-
 #[pymethods]
 impl StreamCore {
     /// `kind`: "socket", "read-pipe" or "write-pipe". Registers the descriptor with the loop
@@ -741,7 +666,7 @@ impl StreamCore {
             return Err(PyValueError::new_err(format!("Invalid file descriptor: {fd}")));
         }
         // SAFETY: returns a new reference or NULL with an exception set.
-        let context = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyContext_CopyCurrent())? };
+        let context = copy_context(py)?;
         Ok(StreamCore {
             fd,
             kind,
@@ -750,7 +675,7 @@ impl StreamCore {
                 transport: Some(transport),
                 protocol: None,
                 buffered: false,
-                context: Some(context.unbind()),
+                context: Some(context),
                 attached: false,
                 started: false,
                 paused: false,
