@@ -1,0 +1,198 @@
+//! The read path: bytes sized to what the kernel holds, or the BufferedProtocol's buffer;
+//! end-of-file and the write pipe's "other end went away".
+
+use super::*;
+
+extern "C" {
+    // Exported by CPython (PyAPI_FUNC) but not re-exported by pyo3-ffi.
+    pub(super) fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, newsize: ffi::Py_ssize_t) -> libc::c_int;
+}
+
+impl StreamCore {
+    /// `read_closed`: the event said the peer closed, so end-of-file (or an error) may be
+    /// pending behind the data; a read that returns data then asks for a re-arm.
+    pub(super) fn read_ready(&self, py: Python<'_>, read_closed: bool) -> PyResult<()> {
+        let buffered = {
+            let inner = self.inner()?;
+            if !inner.reg_read || inner.conn_lost > 0 && self.kind == Kind::Socket {
+                return Ok(());
+            }
+            inner.buffered
+        };
+        match self.kind {
+            Kind::WritePipe => self.write_pipe_peer_closed(py),
+            _ if buffered => self.read_into_buffer(py, read_closed),
+            _ => self.read_bytes(py, read_closed),
+        }
+    }
+
+    pub(super) fn read_bytes(&self, py: Python<'_>, read_closed: bool) -> PyResult<()> {
+        // Size the bytes object to what the kernel holds: one copy, and no 256 KiB
+        // allocation (an mmap/munmap pair in the allocator) per small message.
+        let pending = bytes_pending(self.fd);
+        let size = match pending {
+            0 => FALLBACK_READ,
+            n => n.min(MAX_READ),
+        };
+        // SAFETY: a new, uninitialised bytes object that only we reference; filled by read()
+        // and shrunk to the bytes read before anyone else sees it.
+        let obj = unsafe {
+            let mut obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), size as ffi::Py_ssize_t);
+            if obj.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            let buf = ffi::PyBytes_AsString(obj) as *mut libc::c_void;
+            let n = match self.kind {
+                Kind::Socket => libc::recv(self.fd, buf, size, 0),
+                _ => libc::read(self.fd, buf, size),
+            };
+            if n <= 0 {
+                let err = io::Error::last_os_error();
+                ffi::Py_DECREF(obj);
+                if n == 0 {
+                    return self.on_eof(py);
+                }
+                return self.read_failed(py, err);
+            }
+            let n = n as usize;
+            if read_closed || (n == size && (pending == 0 || pending > MAX_READ)) {
+                // The kernel may hold more (or the end-of-file): no new edge would come.
+                self.lp.get().io_rearm(self.fd)?;
+            }
+            if n < size && _PyBytes_Resize(&mut obj, n as ffi::Py_ssize_t) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            Bound::from_owned_ptr(py, obj)
+        };
+        match self.call_protocol(py, intern!(py, "data_received"), (obj,)) {
+            Some(Err(e)) if self.kind == Kind::ReadPipe => self.report_callback_error(py, e),
+            Some(Err(e)) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn read_failed(&self, py: Python<'_>, err: io::Error) -> PyResult<()> {
+        if matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) {
+            return Ok(());
+        }
+        let msg = match self.kind {
+            Kind::Socket => "Fatal read error on socket transport",
+            _ => "Fatal read error on pipe transport",
+        };
+        self.fatal(py, os_error(py, err), msg)
+    }
+
+    /// A read pipe's `data_received` that raised is reported like a failed callback (the
+    /// stdlib calls it without a guard); the transport stays open.
+    pub(super) fn report_callback_error(&self, py: Python<'_>, err: PyErr) -> PyResult<()> {
+        if is_exit(py, &err) {
+            return Err(err);
+        }
+        let Some(t) = self.transport_obj(py) else { return Ok(()) };
+        let exc = err.into_value(py);
+        t.bind(py).call_method1(intern!(py, "_report_callback_error"), (exc,))?;
+        Ok(())
+    }
+
+    pub(super) fn read_into_buffer(&self, py: Python<'_>, read_closed: bool) -> PyResult<()> {
+        let buf = match self.call_protocol(py, intern!(py, "get_buffer"), (-1,)) {
+            None => return Ok(()),
+            Some(Ok(b)) => b,
+            Some(Err(e)) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
+        };
+        // The stdlib's order: len(buf) belongs to get_buffer's checks; a buffer that cannot
+        // be written into fails in the read itself (recv_into's TypeError).
+        match buf.len() {
+            Ok(0) => {
+                let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
+                return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed.");
+            }
+            Err(e) => return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed."),
+            Ok(_) => {}
+        }
+        let n = {
+            let view = match View::writable(&buf) {
+                Ok(v) if v.len() > 0 => v,
+                Ok(_) => {
+                    let e = PyRuntimeError::new_err("get_buffer() returned an empty buffer");
+                    return self.fatal(py, e, "Fatal error: protocol.get_buffer() call failed.");
+                }
+                Err(_) => {
+                    let e = PyTypeError::new_err(format!(
+                        "recv_into() argument 1 must be read-write bytes-like object, not {}",
+                        buf.get_type().name()?
+                    ));
+                    return self.fatal(py, e, "Fatal read error on socket transport");
+                }
+            };
+            // SAFETY: the view is writable and stays valid until dropped below.
+            let n = unsafe { libc::recv(self.fd, view.as_mut_ptr(), view.len(), 0) };
+            if n > 0 && (n as usize == view.len() || read_closed) {
+                // The kernel may hold more: no new edge would come for it.
+                self.lp.get().io_rearm(self.fd)?;
+            }
+            n
+        };
+        if n < 0 {
+            return self.read_failed(py, io::Error::last_os_error());
+        }
+        if n == 0 {
+            return self.on_eof(py);
+        }
+        match self.call_protocol(py, intern!(py, "buffer_updated"), (n as usize,)) {
+            Some(Err(e)) => self.fatal(py, e, "Fatal error: protocol.buffer_updated() call failed."),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn on_eof(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(t) = self.transport_obj(py) else { return Ok(()) };
+        if self.kind == Kind::ReadPipe {
+            // The stdlib's read pipe: eof_received and connection_lost both come later.
+            let pending = {
+                let mut inner = self.inner()?;
+                inner.closing = true;
+                self.schedule_connection_lost(py, &mut inner, py.None())?
+            };
+            t.bind(py).call_method0(intern!(py, "_schedule_eof_received"))?;
+            return self.call_soon_lost(py, pending);
+        }
+        t.bind(py).call_method0(intern!(py, "_log_eof"))?;
+        let keep_open = match self.call_protocol(py, intern!(py, "eof_received"), ()) {
+            None => return Ok(()),
+            Some(Ok(v)) => v.is_truthy()?,
+            Some(Err(e)) => return self.fatal(py, e, "Fatal error: protocol.eof_received() call failed."),
+        };
+        if keep_open {
+            let mut inner = self.inner()?;
+            // Like the stdlib's `_remove_reader`: not a pause, nothing more will come.
+            inner.started = false;
+            self.sync(py, &mut inner)
+        } else {
+            self.close_impl(py)
+        }
+    }
+
+    /// The read end of a write pipe went away.
+    pub(super) fn write_pipe_peer_closed(&self, py: Python<'_>) -> PyResult<()> {
+        let had_data = !self.inner()?.wbuf.is_empty();
+        let exc = if had_data {
+            PyBrokenPipeError::new_err(()).into_value(py).into_any()
+        } else {
+            py.None()
+        };
+        self.close_pipe(py, exc)
+    }
+
+}
+
+/// Bytes waiting to be read (FIONREAD); 0 when unknown, at end-of-file or on error.
+pub(super) fn bytes_pending(fd: RawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } == 0 && n > 0 {
+        n as usize
+    } else {
+        0
+    }
+}

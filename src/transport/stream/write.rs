@@ -1,0 +1,148 @@
+//! The write path: an immediate write when nothing is queued, the queue flushed when the
+//! descriptor is writable, and what a lost connection does with writes.
+
+use super::*;
+
+impl StreamCore {
+    pub(super) fn write_ready(&self, py: Python<'_>) -> PyResult<()> {
+        let result = {
+            let mut inner = self.inner()?;
+            if !inner.reg_write || inner.conn_lost > 0 && self.kind == Kind::Socket {
+                return Ok(());
+            }
+            inner.wbuf.flush(py, self.fd, self.kind.sink())
+        };
+        if let Err(e) = result {
+            let (dropped, waiter) = {
+                let mut inner = self.inner()?;
+                let dropped = inner.wbuf.clear();
+                if self.kind != Kind::Socket {
+                    inner.conn_lost += 1;
+                }
+                self.sync(py, &mut inner)?;
+                (dropped, inner.empty_waiter.as_ref().map(|w| w.clone_ref(py)))
+            };
+            drop(dropped);
+            let err = os_error(py, e);
+            let exc = err.clone_ref(py).into_value(py);
+            self.fatal(py, err, self.kind.write_error())?;
+            if let Some(w) = waiter {
+                w.bind(py).call_method1(intern!(py, "set_exception"), (exc,))?;
+            }
+            return Ok(());
+        }
+        self.maybe_resume_protocol(py)?;
+        let (drained, closing, eof, waiter) = {
+            let mut inner = self.inner()?;
+            let drained = inner.wbuf.is_empty();
+            if drained {
+                self.sync(py, &mut inner)?;
+            }
+            (drained, inner.closing, inner.eof, inner.empty_waiter.as_ref().map(|w| w.clone_ref(py)))
+        };
+        if !drained {
+            return Ok(());
+        }
+        if let Some(w) = waiter {
+            w.bind(py).call_method1(intern!(py, "set_result"), (py.None(),))?;
+        }
+        if closing {
+            let pending = {
+                let mut inner = self.inner()?;
+                self.schedule_connection_lost(py, &mut inner, py.None())?
+            };
+            // The stdlib calls connection_lost at once here, not on the next iteration.
+            // (`_lose_connection_now` reports what it raises to the exception handler; an
+            // error escaping readiness dispatch would only reach sys.unraisablehook.)
+            if let Some((t, exc)) = pending {
+                t.bind(py).call_method1(intern!(py, "_lose_connection_now"), (exc,))?;
+            }
+        } else if eof && self.kind == Kind::Socket {
+            self.shutdown_write(py)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn shutdown_write(&self, py: Python<'_>) -> PyResult<()> {
+        // SAFETY: plain syscall on our descriptor.
+        if unsafe { libc::shutdown(self.fd, libc::SHUT_WR) } != 0 {
+            return Err(os_error(py, io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Bytes of a bytes-like object, or the stdlib's error for anything else.
+    pub(super) fn check_data(&self, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        if data.is_instance_of::<PyBytes>()
+            || data.is_instance_of::<PyByteArray>()
+            || data.is_instance_of::<PyMemoryView>()
+        {
+            return Ok(());
+        }
+        if self.kind == Kind::WritePipe {
+            return Err(PyAssertionError::new_err(data.repr()?.to_string()));
+        }
+        let tname = data.get_type().name()?;
+        Err(PyTypeError::new_err(format!(
+            "data argument must be a bytes-like object, not '{tname}'"
+        )))
+    }
+
+    /// Queue (or write at once) one chunk; the lock is held by the caller.
+    pub(super) fn write_locked(
+        &self,
+        py: Python<'_>,
+        inner: &mut Inner,
+        data: &Bound<'_, PyAny>,
+        try_now: bool,
+    ) -> PyResult<After> {
+        with_bytes(data, |bytes| {
+            if bytes.is_empty() {
+                return Ok(After::Nothing);
+            }
+            let mut sent = 0;
+            if try_now && inner.wbuf.is_empty() {
+                match write_once(self.fd, bytes, self.kind.sink()) {
+                    Ok(n) => sent = n,
+                    Err(e) => {
+                        if self.kind != Kind::Socket {
+                            inner.conn_lost += 1;
+                        }
+                        return Ok(After::Fatal(os_error(py, e), self.kind.write_error()));
+                    }
+                }
+                if sent == bytes.len() {
+                    return Ok(After::Nothing);
+                }
+            }
+            match data.cast::<PyBytes>() {
+                Ok(b) => inner.wbuf.push_shared(b.clone().unbind(), sent, bytes.len()),
+                Err(_) => inner.wbuf.push_copy(&bytes[sent..]),
+            }
+            Ok(After::Nothing)
+        })
+    }
+
+    /// A lost or closing connection swallows writes, warning after a few (the stdlib's rule).
+    pub(super) fn swallow_write(&self, py: Python<'_>, inner: &mut Inner) -> PyResult<bool> {
+        let lost = match self.kind {
+            // A closing socket still takes writes while its queue drains (the stdlib's
+            // rule), but not once the connection is lost: its descriptor is closed then,
+            // and the number may already belong to another file.
+            Kind::Socket => inner.conn_lost > 0 || inner.lost_scheduled,
+            _ => inner.conn_lost > 0 || inner.closing,
+        };
+        if !lost {
+            return Ok(false);
+        }
+        if inner.conn_lost >= LOG_THRESHOLD_FOR_CONNLOST_WRITES {
+            let msg = match self.kind {
+                Kind::Socket => "socket.send() raised exception.",
+                _ => "pipe closed by peer or os.write(pipe, data) raised exception.",
+            };
+            py.import("asyncio.log")?.getattr("logger")?.call_method1("warning", (msg,))?;
+        }
+        inner.conn_lost += 1;
+        Ok(true)
+    }
+}
