@@ -1,0 +1,194 @@
+//! `TlsCore`: TLS for swordfish transports, built on the stdlib's `ssl` module in memory-BIO
+//! mode. It sits between a stream transport (whose protocol it is) and the application's
+//! protocol: bytes from the socket go into the incoming BIO, `SSLObject` turns them into
+//! application data; application writes go through `SSLObject.write` and leave through the
+//! outgoing BIO. The `ssl.SSLContext` is the user's own, so certificates, SNI, ALPN and
+//! client certificates all behave as in the stdlib.
+//!
+//! States follow the TLS connection: handshake, wrapped (data flows), flushing (close
+//! requested, reading what is left), shutdown (close_notify exchange), unwrapped. The Python
+//! class `swordfish._tls.SSLTransport` is what the application sees; it delegates here and
+//! keeps the rare paths (error reports, extra info).
+
+mod api;
+mod output;
+mod session;
+
+use crate::transport::stream::StreamCore;
+use crate::event_loop::LoopCore;
+use crate::sync::{lock, try_lock};
+use pyo3::exceptions::{PyConnectionAbortedError, PyConnectionResetError, PyKeyboardInterrupt, PySystemExit, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
+use pyo3::{intern, PyTraverseError, PyVisit};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// The most one `SSLObject.read` returns.
+const MAX_READ: usize = 256 * 1024;
+const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Unwrapped,
+    Handshake,
+    Wrapped,
+    Flushing,
+    Shutdown,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum AppState {
+    Init,
+    Connected,
+    Eof,
+    Lost,
+}
+
+/// The `ssl` exception types the state machine tells apart.
+struct SslErrors {
+    want_read: Py<PyAny>,
+    syscall: Py<PyAny>,
+    ssl_error: Py<PyAny>,
+    cert_error: Py<PyAny>,
+}
+
+struct Inner {
+    state: State,
+    app_state: AppState,
+    /// The Python transport under us (a socket transport) and its native core.
+    raw: Option<Py<PyAny>>,
+    raw_core: Option<Py<StreamCore>>,
+    app_transport: Option<Py<PyAny>>,
+    app_protocol: Option<Py<PyAny>>,
+    app_buffered: bool,
+    waiter: Option<Py<PyAny>>,
+    /// The C-level SSL object behind the `ssl.SSLObject`.
+    ssl: Py<PyAny>,
+    /// Application data accepted by `write()` but not yet given to `SSLObject.write`.
+    backlog: VecDeque<Py<PyBytes>>,
+    backlog_size: usize,
+    conn_lost: u32,
+    eof_received: bool,
+    closed: bool,
+    app_reading_paused: bool,
+    ssl_reading_paused: bool,
+    app_writing_paused: bool,
+    ssl_writing_paused: bool,
+    write_high: usize,
+    write_low: usize,
+    read_high: usize,
+    read_low: usize,
+    handshake_timer: Option<Py<PyAny>>,
+    shutdown_timer: Option<Py<PyAny>>,
+}
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct TlsCore {
+    lp: Py<LoopCore>,
+    sslobj: Py<PyAny>,
+    incoming: Py<PyAny>,
+    outgoing: Py<PyAny>,
+    errors: SslErrors,
+    /// As given (a number of seconds): the timeout message shows it the way Python does.
+    handshake_timeout: Py<PyAny>,
+    shutdown_timeout: Py<PyAny>,
+    inner: Mutex<Inner>,
+}
+
+fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
+    err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py)
+}
+
+impl TlsCore {
+    fn inner(&self) -> PyResult<std::sync::MutexGuard<'_, Inner>> {
+        lock(&self.inner)
+    }
+
+    fn state(&self) -> PyResult<State> {
+        Ok(self.inner()?.state)
+    }
+
+    fn set_state(&self, s: State) -> PyResult<()> {
+        self.inner()?.state = s;
+        Ok(())
+    }
+
+    fn is_again(&self, py: Python<'_>, err: &PyErr) -> bool {
+        let v = err.value(py);
+        v.is_instance(self.errors.want_read.bind(py)).unwrap_or(false)
+            || v.is_instance(self.errors.syscall.bind(py)).unwrap_or(false)
+    }
+
+    fn is_ssl_error(&self, py: Python<'_>, err: &PyErr) -> bool {
+        err.value(py).is_instance(self.errors.ssl_error.bind(py)).unwrap_or(false)
+    }
+
+    fn ssl(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.inner()?.ssl.clone_ref(py))
+    }
+
+    fn app_transport(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        try_lock(&self.inner).and_then(|i| i.app_transport.as_ref().map(|t| t.clone_ref(py)))
+    }
+
+    fn app_protocol(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        try_lock(&self.inner).and_then(|i| i.app_protocol.as_ref().map(|t| t.clone_ref(py)))
+    }
+
+    fn raw(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        try_lock(&self.inner).and_then(|i| i.raw.as_ref().map(|t| t.clone_ref(py)))
+    }
+
+    fn call_later(&self, py: Python<'_>, delay: &Py<PyAny>, slf: &Bound<'_, Self>, method: &str) -> PyResult<Py<PyAny>> {
+        let cb = slf.getattr(method)?;
+        Ok(self.lp.bind(py).call_method1(intern!(py, "call_later"), (delay, cb))?.unbind())
+    }
+
+    fn cancel_timer(py: Python<'_>, t: Option<Py<PyAny>>) -> PyResult<()> {
+        if let Some(t) = t {
+            t.bind(py).call_method0(intern!(py, "cancel"))?;
+        }
+        Ok(())
+    }
+
+    /// Report through the Python transport (`_fatal_error`): it closes the socket transport
+    /// and calls the exception handler as the stdlib does.
+    fn fatal(&self, py: Python<'_>, err: PyErr, message: &str) -> PyResult<()> {
+        if is_exit(py, &err) {
+            return Err(err);
+        }
+        let Some(t) = self.app_transport(py) else { return Ok(()) };
+        let exc = err.into_value(py);
+        t.bind(py).call_method1(intern!(py, "_fatal_error"), (exc, message))?;
+        Ok(())
+    }
+
+    fn wakeup_waiter(&self, py: Python<'_>, exc: Option<Py<PyAny>>) -> PyResult<()> {
+        let Some(w) = self.inner()?.waiter.take() else { return Ok(()) };
+        let w = w.bind(py);
+        if w.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
+            return Ok(());
+        }
+        match exc {
+            Some(e) => w.call_method1(intern!(py, "set_exception"), (e,))?,
+            None => w.call_method1(intern!(py, "set_result"), (py.None(),))?,
+        };
+        Ok(())
+    }
+}
+
+/// The stdlib's flow-control defaults: `high` from `low` or a default, `low` a quarter.
+pub fn flow_limits(high: Option<i64>, low: Option<i64>, default_high: i64) -> PyResult<(usize, usize)> {
+    let hi = high.unwrap_or_else(|| match low {
+        None => default_high,
+        Some(l) => 4 * l,
+    });
+    let lo = low.unwrap_or(hi / 4);
+    if !(hi >= lo && lo >= 0) {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "high ({hi}) must be >= low ({lo}) must be >= 0"
+        )));
+    }
+    Ok((hi as usize, lo as usize))
+}

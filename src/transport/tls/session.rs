@@ -1,0 +1,223 @@
+//! The TLS state machine: handshake and reading (application data out of the SSL object).
+
+use super::*;
+
+impl TlsCore {
+    // -- handshake ------------------------------------------------------------------------
+
+    pub(super) fn start_handshake(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        this.set_state(State::Handshake)?;
+        let timer = this.call_later(py, &this.handshake_timeout, slf, "_check_handshake_timeout")?;
+        this.inner()?.handshake_timer = Some(timer);
+        Self::do_handshake(slf)
+    }
+
+    pub(super) fn do_handshake(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let ssl = this.ssl(py)?;
+        match ssl.bind(py).call_method0(intern!(py, "do_handshake")) {
+            Ok(_) => Self::on_handshake_complete(slf, None),
+            Err(e) if this.is_again(py, &e) => this.process_outgoing(py),
+            Err(e) if this.is_ssl_error(py, &e) => Self::on_handshake_complete(slf, Some(e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn on_handshake_complete(slf: &Bound<'_, Self>, failure: Option<PyErr>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let timer = this.inner()?.handshake_timer.take();
+        Self::cancel_timer(py, timer)?;
+        let sslobj = this.sslobj.bind(py);
+        let outcome = match failure {
+            Some(e) => Err(e),
+            None => {
+                this.set_state(State::Wrapped)?;
+                sslobj.call_method0(intern!(py, "getpeercert"))
+            }
+        };
+        let peercert = match outcome {
+            Ok(p) => p,
+            Err(e) => {
+                this.set_state(State::Unwrapped)?;
+                let msg = if e.value(py).is_instance(this.errors.cert_error.bind(py)).unwrap_or(false) {
+                    "SSL handshake failed on verifying the certificate"
+                } else {
+                    "SSL handshake failed"
+                };
+                let exc = e.clone_ref(py).into_value(py).into_any();
+                this.fatal(py, e, msg)?;
+                return this.wakeup_waiter(py, Some(exc));
+            }
+        };
+        let t = this.app_transport(py);
+        if let Some(t) = &t {
+            t.bind(py).call_method1(intern!(py, "_handshake_done"), (peercert,))?;
+        }
+        let connect = {
+            let mut inner = this.inner()?;
+            if inner.app_state == AppState::Init {
+                inner.app_state = AppState::Connected;
+                true
+            } else {
+                false
+            }
+        };
+        if connect {
+            if let (Some(p), Some(t)) = (this.app_protocol(py), &t) {
+                p.bind(py).call_method1(intern!(py, "connection_made"), (t,))?;
+            }
+        }
+        this.wakeup_waiter(py, None)?;
+        Self::do_read(slf)
+    }
+
+    // -- reading --------------------------------------------------------------------------
+
+    pub(super) fn do_read(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let (state, paused, buffered) = {
+            let i = this.inner()?;
+            (i.state, i.app_reading_paused, i.app_buffered)
+        };
+        if !matches!(state, State::Wrapped | State::Flushing) {
+            return Ok(());
+        }
+        let result = (|| -> PyResult<()> {
+            if !paused {
+                if buffered {
+                    Self::read_buffered(slf)?;
+                } else {
+                    Self::read_copied(slf)?;
+                }
+                // Application data queued before a close still goes out before close_notify.
+                if this.inner()?.backlog.is_empty() {
+                    this.process_outgoing(py)?;
+                } else {
+                    this.do_write(py)?;
+                }
+            }
+            this.control_ssl_reading(py)
+        })();
+        match result {
+            Err(e) => this.fatal(py, e, "Fatal error on SSL protocol"),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    pub(super) fn read_copied(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let ssl = this.ssl(py)?;
+        let mut chunks: Vec<Bound<'_, PyAny>> = Vec::new();
+        let mut close_notify = false;
+        loop {
+            match ssl.bind(py).call_method1(intern!(py, "read"), (MAX_READ,)) {
+                Ok(chunk) => {
+                    if chunk.len()? == 0 {
+                        close_notify = true;
+                        break;
+                    }
+                    chunks.push(chunk);
+                }
+                Err(e) if this.is_again(py, &e) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if !chunks.is_empty() {
+            let data = if chunks.len() == 1 {
+                chunks.pop().expect("one chunk")
+            } else {
+                PyBytes::new(py, b"").call_method1(intern!(py, "join"), (chunks,))?
+            };
+            if let Some(p) = this.app_protocol(py) {
+                p.bind(py).call_method1(intern!(py, "data_received"), (data,))?;
+            }
+        }
+        if close_notify {
+            this.call_eof_received(py)?;
+            Self::start_shutdown(slf)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn read_buffered(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let Some(p) = this.app_protocol(py) else { return Ok(()) };
+        let pending: usize = this.incoming.bind(py).getattr(intern!(py, "pending"))?.extract()?;
+        let buf = p.bind(py).call_method1(intern!(py, "get_buffer"), (pending,))?;
+        let wants = buf.len()?;
+        if wants == 0 {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err("get_buffer() returned an empty buffer"));
+        }
+        let ssl = this.ssl(py)?;
+        let count: usize = match ssl.bind(py).call_method1(intern!(py, "read"), (wants, &buf)) {
+            Ok(n) => n.extract()?,
+            Err(e) if this.is_again(py, &e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if count > 0 {
+            if count == wants {
+                // The buffer is full: more may be decrypted already; read it next.
+                let cb = slf.getattr(intern!(py, "_do_read"))?;
+                LoopCore::call_soon_internal_noarg(this.lp.bind(py), &cb)?;
+            }
+            p.bind(py).call_method1(intern!(py, "buffer_updated"), (count,))?;
+        } else {
+            this.call_eof_received(py)?;
+            Self::start_shutdown(slf)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn call_eof_received(&self, py: Python<'_>) -> PyResult<()> {
+        let call = {
+            let mut inner = self.inner()?;
+            if inner.app_state == AppState::Connected {
+                inner.app_state = AppState::Eof;
+                true
+            } else {
+                false
+            }
+        };
+        if !call {
+            return Ok(());
+        }
+        let Some(p) = self.app_protocol(py) else { return Ok(()) };
+        match p.bind(py).call_method0(intern!(py, "eof_received")) {
+            Ok(keep_open) => {
+                if keep_open.is_truthy()? {
+                    let log = py.import("asyncio.log")?.getattr("logger")?;
+                    log.call_method1("warning", ("returning true from eof_received() has no effect when using ssl",))?;
+                }
+                Ok(())
+            }
+            Err(e) => self.fatal(py, e, "Error calling eof_received()"),
+        }
+    }
+
+    pub(super) fn control_ssl_reading(&self, py: Python<'_>) -> PyResult<()> {
+        let size: usize = self.incoming.bind(py).getattr(intern!(py, "pending"))?.extract()?;
+        let action = {
+            let mut inner = self.inner()?;
+            if size >= inner.read_high && !inner.ssl_reading_paused {
+                inner.ssl_reading_paused = true;
+                Some("pause_reading")
+            } else if size <= inner.read_low && inner.ssl_reading_paused {
+                inner.ssl_reading_paused = false;
+                Some("resume_reading")
+            } else {
+                None
+            }
+        };
+        if let (Some(m), Some(raw)) = (action, self.raw(py)) {
+            raw.bind(py).call_method0(m)?;
+        }
+        Ok(())
+    }
+}
