@@ -97,6 +97,7 @@ def render(plan, view, versions, support, records, elapsed, plot_links, origin):
            METHOD.format(ncpu=os.cpu_count(), warmup=plan.warmup,
                          duration=plan.duration, bulk=_bytes_label(plan.bulk_bytes),
                          idle=plan.idle_count, repeat=plan.repeat),
+           tables.spread_line(view), "",
            "### Targets (swordfish)", "",
            tables.target_table(view, plan.modes, plan.sizes, plan.concurrency,
                                plan.tests), ""]

@@ -76,6 +76,9 @@ def parse_args(argv):
     p.add_argument("--snapshot", metavar="COMMIT", nargs="?", const="HEAD",
                    help="build swordfish from COMMIT (default HEAD) into results/ "
                         "and measure that build (needs maturin)")
+    p.add_argument("--from-results", metavar="JSON",
+                   help="measure nothing: redo the tables, plots and (for a full "
+                        "run) the docs section from a results/*.json file")
     p.add_argument("--docs", default=os.path.join(procs.REPO, "docs", "benchmarks.md"),
                    help="page whose echo section --full rewrites; plots go to "
                         "benchmarks/echo-*.png beside it")
@@ -126,7 +129,7 @@ def render_plots(plan, view, plot_dir, prefix):
     return made
 
 
-def stdout_report(plan, view, versions, suite):
+def stdout_report(plan, view, versions, support, records):
     print(f"Python {sys.version.split()[0]}; "
           + ", ".join(f"{impl} {versions[impl]}" for impl in plan.loops if impl in versions)
           + (f"; server `{' '.join(plan.server_pin)}`, client "
@@ -151,66 +154,90 @@ def stdout_report(plan, view, versions, suite):
         print(tables.extras_table(view, plan.tests) + "\n")
     print("Targets\n\n" + tables.target_table(view, plan.modes, plan.sizes,
                                               plan.concurrency, plan.tests) + "\n")
-    not_run = tables.na_list(suite.support)
+    print(tables.spread_line(view) + "\n")
+    not_run = tables.na_list(support)
     if not_run:
         print("Not measured (n/a)\n\n" + not_run + "\n")
-    failed = tables.failure_list(suite.records)
+    failed = tables.failure_list(records)
     if failed:
         print("Failed runs\n\n" + failed + "\n")
 
 
-def main(argv=None):
-    args = parse_args(argv if argv is not None else sys.argv[1:])
+def measure(args):
+    """Run the suite; return the results dict that is also saved as JSON."""
     setup()
     if args.snapshot:
         try:
             args.swordfish, sha = snapshot.build(args.snapshot)
         except (RuntimeError, OSError, subprocess.CalledProcessError, ValueError) as exc:
-            print(f"echo: cannot build swordfish {args.snapshot}: {exc}", file=sys.stderr)
-            return 1
+            sys.exit(f"echo: cannot build swordfish {args.snapshot}: {exc}")
         origin = f"built from commit {sha}"
     else:
         origin = f"from the working tree at commit {docs_section.git_commit()}"
     procs.SWORDFISH_PATH = os.path.abspath(args.swordfish)
     if not args.snapshot and procs.SWORDFISH_PATH != os.path.join(procs.REPO, "python"):
         origin += f", loaded from {procs.SWORDFISH_PATH}"
+    plan = make_plan(args)
+    suite = Suite(plan)
+    elapsed = suite.run()
+    data = {"args": {k: v for k, v in vars(args).items() if k != "from_results"},
+            "swordfish": origin, "elapsed": elapsed, "versions": suite.versions,
+            "support": [[*key, reason] for key, reason in suite.support.items()],
+            "pinned": [plan.server_pin, plan.client_pin], "records": suite.records}
+    results = os.path.join(HERE, "results")
+    os.makedirs(results, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    with open(os.path.join(results, f"{args.mode}-{stamp}.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    return data
+
+
+def make_plan(args, pin=None):
+    return Plan(args.loops, args.modes, args.sizes, args.concurrency, args.tests,
+                args.duration, args.warmup, args.repeat, args.bulk_bytes,
+                args.idle_count, pin=not args.no_pin if pin is None else pin)
+
+
+def publish(args, data):
+    """Tables on stdout; plots, and in full mode the docs section."""
+    plan = make_plan(args, pin=bool(data["pinned"][0]))
+    records = data["records"]
+    support = {tuple(item[:3]): item[3] for item in data["support"]}
+    view = tables.View(tables.summarize(records), support, plan.loops)
+    if args.mode == "full":
+        docs_dir = os.path.dirname(os.path.abspath(args.docs))
+        made = render_plots(plan, view, os.path.join(docs_dir, "benchmarks"), "echo-")
+        links = {name: os.path.relpath(path, docs_dir) for name, path in made.items()}
+        section = docs_section.render(plan, view, data["versions"], support, records,
+                                      data["elapsed"], links, data["swordfish"])
+        docs_section.write(args.docs, section)
+        print(f"echo: wrote the echo section of {args.docs}", file=sys.stderr)
+    else:
+        made = render_plots(plan, view, os.path.join(HERE, "results", "plots"), "echo-")
+    stdout_report(plan, view, data["versions"], support, records)
+    failed = sum(not rec["ok"] for rec in records)
+    print(f"echo: {len(records)} measurements, {failed} failed, wall time "
+          f"{data['elapsed']:.0f} s; plots: {', '.join(made.values()) or 'none'}",
+          file=sys.stderr)
+
+
+def main(argv=None):
+    args = parse_args(argv if argv is not None else sys.argv[1:])
+    if args.from_results:
+        with open(args.from_results) as f:
+            data = json.load(f)
+        # Re-render exactly what was measured; only --docs comes from this call.
+        for name, value in data["args"].items():
+            if name != "docs":
+                setattr(args, name, value)
+        publish(args, data)
+        return 0
     hard = raise_fd_limit()
     if "idle" in args.tests and hard < args.idle_count + 100:
         print(f"echo: RLIMIT_NOFILE hard limit {hard} is below {args.idle_count} "
               f"connections; use --idle-count", file=sys.stderr)
         return 2
-    plan = Plan(args.loops, args.modes, args.sizes, args.concurrency, args.tests,
-                args.duration, args.warmup, args.repeat, args.bulk_bytes,
-                args.idle_count, pin=not args.no_pin)
-    suite = Suite(plan)
-    elapsed = suite.run()
-    stats = tables.summarize(suite.records)
-    view = tables.View(stats, suite.support, plan.loops)
-
-    results = os.path.join(HERE, "results")
-    os.makedirs(results, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    with open(os.path.join(results, f"{args.mode}-{stamp}.json"), "w") as f:
-        json.dump({"args": vars(args), "swordfish": origin, "versions": suite.versions,
-                   "support": [[*key, reason] for key, reason in suite.support.items()],
-                   "pinned": [plan.server_pin, plan.client_pin],
-                   "records": suite.records}, f, indent=1)
-
-    if args.mode == "full":
-        docs_dir = os.path.dirname(os.path.abspath(args.docs))
-        made = render_plots(plan, view, os.path.join(docs_dir, "benchmarks"), "echo-")
-        links = {name: os.path.relpath(path, docs_dir) for name, path in made.items()}
-        section = docs_section.render(plan, view, suite.versions, suite.support,
-                                      suite.records, elapsed, links, origin)
-        docs_section.write(args.docs, section)
-        print(f"echo: wrote the echo section of {args.docs}", file=sys.stderr)
-    else:
-        made = render_plots(plan, view, os.path.join(results, "plots"), "echo-")
-    stdout_report(plan, view, suite.versions, suite)
-    failed = sum(not rec["ok"] for rec in suite.records)
-    print(f"echo: {len(suite.records)} measurements, {failed} failed, wall time "
-          f"{elapsed:.0f} s; plots: {', '.join(made.values()) or 'none'}",
-          file=sys.stderr)
+    publish(args, measure(args))
     return 0
 
 

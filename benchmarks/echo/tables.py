@@ -218,6 +218,19 @@ def target_table(view, modes, sizes, concurrency, tests):
     return "\n".join(lines)
 
 
+def spread_line(view):
+    """How much the rounds disagreed: (max - min) / median of requests/s per
+    echo and TLS cell, summarized over the cells measured more than once."""
+    spreads = sorted((e["rps_range"][1] - e["rps_range"][0]) / e["rps"]
+                     for key, e in view.stats.items()
+                     if key[0] in ("echo", "tls") and e.get("n", 0) > 1 and e.get("rps"))
+    if not spreads:
+        return "Spread between rounds: one round per cell, not known."
+    return (f"Spread between rounds ((max - min) / median of a cell's requests/s, "
+            f"{len(spreads)} echo and TLS cells): median {statistics.median(spreads):.0%}, "
+            f"worst {spreads[-1]:.0%}. Ratios within that spread are not differences.")
+
+
 def na_list(support):
     lines = []
     for (impl, mode, tls), reason in sorted(support.items(),
