@@ -12,6 +12,7 @@ background noise on this shared machine hits all of them alike. A child that
 times out or crashes is recorded as a failure and the run goes on.
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -209,6 +210,17 @@ def render_tables(args, stats, loops, plot_dir, link_prefix=None):
     return "\n\n".join(parts)
 
 
+def kept_sections(previous):
+    """Sections other runners own in the same page (the echo suite's block): kept as they
+    were when this runner rewrites its part."""
+    begin, end = "<!-- echo:begin -->", "<!-- echo:end -->"
+    start = previous.find(begin)
+    stop = previous.find(end, start)
+    if start < 0 or stop < 0:
+        return ""
+    return "\n" + previous[start:stop + len(end)] + "\n"
+
+
 def main(argv=None):
     args = parse_args(argv if argv is not None else sys.argv[1:])
     started = time.monotonic()
@@ -228,13 +240,16 @@ def main(argv=None):
                    "pinned": prefix, "records": records}, f, indent=1)
 
     if args.mode == "full":
+        args.docs_before = ""
+        with contextlib.suppress(FileNotFoundError), open(args.docs) as f:
+            args.docs_before = f.read()
         docs_dir = os.path.dirname(os.path.abspath(args.docs))
         plot_dir = os.path.join(docs_dir, "benchmarks")
         tables = render_tables(args, stats, loops, plot_dir, link_prefix="benchmarks")
         text = page.render(args, loops, versions, skipped, prefix, tables,
                            records, time.monotonic() - started)
         with open(args.docs, "w") as f:
-            f.write(text)
+            f.write(text + kept_sections(args.docs_before))
         print(f"run.py: wrote {args.docs} and plots in {plot_dir}", file=sys.stderr)
     else:
         tables = render_tables(args, stats, loops,
