@@ -205,7 +205,7 @@ class _Writes:
 class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
     """A TCP or Unix stream socket."""
 
-    __slots__ = _SLOTS + ("_sock", "_sock_fd", "_names")
+    __slots__ = _SLOTS + ("_sock", "_sockname", "_peername")
     _kind = "socket"
     _start_tls_compatible = True
 
@@ -223,10 +223,10 @@ class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
                 peername = None
         # Kept out of the extra dict (and the 'socket' wrapper made on first use): an idle
         # connection then costs a few hundred bytes less.
-        self._names = (sockname, peername)
+        self._sockname = sockname
+        self._peername = peername
         self._sock = sock
-        self._sock_fd = sock.fileno()
-        self._setup(loop, self._sock_fd, protocol)
+        self._setup(loop, sock.fileno(), protocol)
         self._server = server
         if server is not None:
             server._attach(self)
@@ -238,13 +238,18 @@ class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
         if name in extra:
             return extra[name]
         if name == "sockname":
-            return self._names[0]
+            return self._sockname
         if name == "peername":
-            return self._names[1]
+            return self._peername
         if name == "socket":
             wrapper = extra["socket"] = trsock.TransportSocket(self._sock)
             return wrapper
         return default
+
+    @property
+    def _sock_fd(self):
+        # The stdlib transport's attribute, derived rather than stored (memory per connection).
+        return self._core.fileno()
 
     def write_eof(self):
         self._core.write_eof()
