@@ -201,8 +201,29 @@ class _Writes:
     def writelines(self, list_of_data):
         self._core.writelines(list_of_data)
 
+    def write_eof(self):
+        self._core.write_eof()
 
-class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
+    def can_write_eof(self):
+        return True
+
+
+class _Reads:
+    """The read half's flow control, for the transports that read."""
+
+    __slots__ = ()
+
+    def pause_reading(self):
+        self._core.pause_reading()
+
+    def resume_reading(self):
+        self._core.resume_reading()
+
+    def is_reading(self):
+        return self._core.is_reading()
+
+
+class SocketTransport(_Writes, _Reads, _StreamTransport, asyncio.Transport):
     """A TCP or Unix stream socket."""
 
     __slots__ = _SLOTS + ("_sock", "_sockname", "_peername")
@@ -250,21 +271,6 @@ class SocketTransport(_Writes, _StreamTransport, asyncio.Transport):
     def _sock_fd(self):
         # The stdlib transport's attribute, derived rather than stored (memory per connection).
         return self._core.fileno()
-
-    def write_eof(self):
-        self._core.write_eof()
-
-    def can_write_eof(self):
-        return True
-
-    def pause_reading(self):
-        self._core.pause_reading()
-
-    def resume_reading(self):
-        self._core.resume_reading()
-
-    def is_reading(self):
-        return self._core.is_reading()
 
     def _force_close(self, exc):
         self._core._force_close(exc)
@@ -328,7 +334,7 @@ class _PipeTransport(_StreamTransport):
         return info
 
 
-class ReadPipeTransport(_PipeTransport, asyncio.ReadTransport):
+class ReadPipeTransport(_Reads, _PipeTransport, asyncio.ReadTransport):
     """The read end of a pipe, FIFO, socket or character device."""
 
     __slots__ = _SLOTS + ("_pipe", "_fileno")
@@ -339,15 +345,6 @@ class ReadPipeTransport(_PipeTransport, asyncio.ReadTransport):
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
         asyncio.ReadTransport.__init__(self, extra)
         self._init_pipe(loop, pipe, protocol, waiter)
-
-    def pause_reading(self):
-        self._core.pause_reading()
-
-    def resume_reading(self):
-        self._core.resume_reading()
-
-    def is_reading(self):
-        return self._core.is_reading()
 
     def _quiet_error(self, exc):
         return exc.errno == errno.EIO
@@ -373,12 +370,6 @@ class WritePipeTransport(_Writes, _PipeTransport, asyncio.WriteTransport):
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
         asyncio.WriteTransport.__init__(self, extra)
         self._init_pipe(loop, pipe, protocol, waiter)
-
-    def write_eof(self):
-        self._core.write_eof()
-
-    def can_write_eof(self):
-        return True
 
 
 class TransportsMixin:

@@ -62,3 +62,11 @@ impl IoTarget {
         }
     }
 }
+
+/// `repr()` of a transport's Python object, or what to say once it is gone.
+pub fn describe_transport(py: Python<'_>, transport: Option<Py<PyAny>>, fd: i32) -> PyResult<String> {
+    match transport {
+        Some(t) => Ok(t.bind(py).repr()?.to_string()),
+        None => Ok(format!("<closed transport fd={fd}>")),
+    }
+}

@@ -361,10 +361,7 @@ impl DatagramCore {
 
     #[getter]
     fn _transport_repr(&self, py: Python<'_>) -> PyResult<String> {
-        match self.transport_obj(py) {
-            Some(t) => Ok(t.bind(py).repr()?.to_string()),
-            None => Ok(format!("<closed transport fd={}>", self.fd)),
-        }
+        crate::transport::describe_transport(py, self.transport_obj(py), self.fd)
     }
 
     fn fileno(&self) -> RawFd {
