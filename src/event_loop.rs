@@ -432,7 +432,9 @@ impl LoopCore {
                             Self::requeue(this, batch)?;
                             return Err(err);
                         }
-                        err.write_unraisable(py, Some(slf.as_any()));
+                        // The transports report their own errors; what escapes them (a
+                        // failed internal call) still reaches the loop's exception handler.
+                        Self::report_io_error(slf, err);
                     }
                     continue;
                 }
@@ -455,6 +457,18 @@ impl LoopCore {
             }
         }
         Ok(())
+    }
+
+    fn report_io_error(slf: &Bound<'_, Self>, err: PyErr) {
+        let py = slf.py();
+        let ctx = PyDict::new(py);
+        let reported = ctx
+            .set_item("message", "Unhandled error in a transport's readiness callback")
+            .and_then(|_| ctx.set_item("exception", err.clone_ref(py).into_value(py)))
+            .and_then(|_| slf.call_method1(intern!(py, "call_exception_handler"), (ctx,)));
+        if let Err(e) = reported {
+            e.write_unraisable(py, Some(slf.as_any()));
+        }
     }
 
     /// Leaving the loop (KeyboardInterrupt, SystemExit): what did not run yet stays first in
