@@ -21,6 +21,7 @@ from ._compat import PY312, PY313
 from ._connections import (
     bind_error_reason,
     check_ssl_socket,
+    check_ssl_timeouts,
     is_abstract_unix_path,
     set_reuse_port,
     version_keywords,
@@ -316,10 +317,7 @@ class ServersMixin:
     ):
         if isinstance(ssl, bool):
             raise TypeError("ssl argument must be an SSLContext or None")
-        if ssl_handshake_timeout is not None and not ssl:
-            raise ValueError("ssl_handshake_timeout is only meaningful with ssl")
-        if ssl_shutdown_timeout is not None and not ssl:
-            raise ValueError("ssl_shutdown_timeout is only meaningful with ssl")
+        check_ssl_timeouts(ssl, ssl_handshake_timeout, ssl_shutdown_timeout)
 
         if path is not None:
             if sock is not None:
