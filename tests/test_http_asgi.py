@@ -86,6 +86,62 @@ def test_keep_alive_and_pipelining_in_order(loop):
     assert run(loop, main()) == ["/slow", "/two", "/three", "/ka0", "/ka1", "/ka2"]
 
 
+def test_long_pipeline_of_immediate_responses(loop):
+    # Each response is complete before its app awaits anything, and completing it starts
+    # the next pipelined request: thousands of them must neither nest nor reorder.
+    count = 3000
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"x-path", scope["path"].encode())]})
+        await send({"type": "http.response.body", "body": b"."})
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(b"".join(b"GET /%d HTTP/1.1\r\n" % i + H + b"\r\n" for i in range(count)))
+            paths = [(await read_response(reader)).header("x-path") for _ in range(count)]
+            writer.close()
+            return paths
+
+    assert run(loop, main()) == ["/%d" % i for i in range(count)]
+
+
+def test_task_factory_set_in_lifespan_is_used(loop):
+    # Requests normally start as eager tasks (Python 3.12+); a task factory the app
+    # installs at startup takes over instead.
+    made = []
+
+    def factory(lp, coro, **kwargs):
+        made.append(getattr(coro, "__qualname__", ""))
+        return asyncio.Task(coro, loop=lp, **kwargs)
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    asyncio.get_running_loop().set_task_factory(factory)
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        await responder({"type": "http.response.body", "body": b"ok"})(scope, receive, send)
+
+    async def main():
+        try:
+            async with serving(app, lifespan="on") as server:
+                del made[:]
+                resp, _ = await request(server, GET)
+                # the client side of the test makes tasks on this loop too
+                return resp.status, [name for name in made if name.endswith("<locals>.app")]
+        finally:
+            asyncio.get_running_loop().set_task_factory(None)
+
+    status, app_tasks = run(loop, main())
+    assert status == 200
+    assert len(app_tasks) == 1
+
+
 def test_response_framing(loop):
     streaming = responder(
         {"type": "http.response.body", "body": b"ab", "more_body": True},

@@ -151,11 +151,12 @@ pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Hea
         headers.append(pair).map_err(fail)?;
     }
     let path = percent_decode(raw_path);
-    let scope = PyDict::new(py);
+    // SAFETY: the template is a dict; PyDict_Copy returns a new reference or NULL.
+    let scope = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyDict_Copy(state.scope_template.as_ptr())) }
+        .map_err(fail)?;
+    let scope = scope.cast_into::<PyDict>().map_err(|_| Reject::BadRequest("scope"))?;
     let none = || py.None();
     let set = |k: &Bound<'_, PyString>, v: Bound<'_, PyAny>| scope.set_item(k, v).map_err(fail);
-    set(intern!(py, "type"), intern!(py, "http").clone().into_any())?;
-    set(intern!(py, "asgi"), state.asgi_info.bind(py).clone().into_any())?;
     let version = if head.minor == 1 { intern!(py, "1.1") } else { intern!(py, "1.0") };
     set(intern!(py, "http_version"), version.clone().into_any())?;
     set(intern!(py, "server"), c.server.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
@@ -163,7 +164,6 @@ pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Hea
     let scheme = if c.https { intern!(py, "https") } else { intern!(py, "http") };
     set(intern!(py, "scheme"), scheme.clone().into_any())?;
     set(intern!(py, "method"), method_str(py, method).into_any())?;
-    set(intern!(py, "root_path"), state.root_path.bind(py).clone().into_any())?;
     set(intern!(py, "path"), PyString::new(py, &String::from_utf8_lossy(&path)).into_any())?;
     set(intern!(py, "raw_path"), PyBytes::new(py, raw_path).into_any())?;
     set(intern!(py, "query_string"), PyBytes::new(py, query).into_any())?;
@@ -171,7 +171,6 @@ pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Hea
     if let Some(ls) = &state.lifespan_state {
         set(intern!(py, "state"), ls.bind(py).copy().map_err(fail)?.into_any())?;
     }
-    set(intern!(py, "extensions"), state.extensions.bind(py).clone().into_any())?;
     Ok(scope.into_any().unbind())
 }
 
@@ -224,13 +223,7 @@ impl Receive {
     fn __call__(&self, py: Python<'_>, task: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
         let proto = self.proto.bind(py);
         if let Some(task) = task {
-            let exc = if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
-                None
-            } else {
-                let e = task.call_method0(intern!(py, "exception"))?;
-                (!e.is_none()).then(|| e.unbind())
-            };
-            app_finished(proto, self.gen, exc)?;
+            task_finished(proto, self.gen, task)?;
             return Ok(py.None());
         }
         receive(proto, self.gen)
@@ -299,6 +292,11 @@ enum Message<'py> {
 }
 
 fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    // Messages are nearly always plain dicts: look up without raising KeyError for the
+    // optional keys (an exception per missing key is most of a send's cost).
+    if let Ok(d) = msg.cast_exact::<PyDict>() {
+        return d.get_item(key);
+    }
     match msg.get_item(key) {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyKeyError>(msg.py()) => Ok(None),
@@ -630,11 +628,28 @@ fn response_complete(py: Python<'_>, this: &HttpProtocol, c: &mut Conn, acts: &m
         c.closing = true;
         acts.push(Act::Close);
     } else {
+        // The rest of the body is read and dropped: reading may have paused on it.
         req.discard = true;
         req.body_buf = Vec::new();
+        if c.reading_paused && !c.lost {
+            c.reading_paused = false;
+            acts.push(Act::ResumeReading);
+        }
         this.advance(py, c, acts)?;
     }
     Ok(())
+}
+
+/// The app's task is done: take its outcome (which also marks an exception as retrieved).
+pub fn task_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, task: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = proto.py();
+    let exc = if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
+        None
+    } else {
+        let e = task.call_method0(intern!(py, "exception"))?;
+        (!e.is_none()).then(|| e.unbind())
+    };
+    app_finished(proto, gen, exc)
 }
 
 /// The app's task ended (with `exc` if it raised).
@@ -665,7 +680,14 @@ pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<Py
                 c.closing = true;
                 acts.push(Act::Close);
             }
-            Some(req) => req.task_done = true,
+            // The response is complete (its request body may still be arriving): an
+            // exception raised after it is still the app's error.
+            Some(req) => {
+                req.task_done = true;
+                if let Some(e) = exc {
+                    acts.push(Act::LogError("Exception in ASGI application".to_owned(), Some(e)));
+                }
+            }
             None => {
                 if let Some(e) = exc {
                     acts.push(Act::LogError("Exception in ASGI application".to_owned(), Some(e)));

@@ -10,21 +10,34 @@ use pyo3::types::{PyDict, PySet, PyString};
 use pyo3::{PyTraverseError, PyVisit};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+/// The keys of an `http` scope, in the order the scope lists them.
+const SCOPE_KEYS: [&str; 14] = [
+    "type", "asgi", "http_version", "server", "client", "scheme", "method", "root_path", "path",
+    "raw_path", "query_string", "headers", "state", "extensions",
+];
+
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct HttpServerState {
     pub app: Py<PyAny>,
     pub lp: Py<PyAny>,
     pub create_task: Py<PyAny>,
+    /// `eager_task(coro)`: a task that runs its first step at once (Python 3.12+), so a
+    /// response that never waits is sent without a trip through the ready queue.
+    pub eager_task: Option<Py<PyAny>>,
+    /// An eager task is running its first step: a request it completes and that starts the
+    /// next pipelined one gets a plain task (no nesting, however long the pipeline).
+    pub in_eager: AtomicBool,
     pub logger: Py<PyAny>,
     /// `access_log(scope, status, size, seconds)` or None.
     pub access_log: Option<Py<PyAny>>,
     /// `pathsend(protocol, transport, path, gen)`: the coroutine that sends a file.
     pub pathsend: Py<PyAny>,
-    pub root_path: Py<PyString>,
     pub lifespan_state: Option<Py<PyDict>>,
-    /// Shared (constant) scope values.
-    pub asgi_info: Py<PyDict>,
-    pub extensions: Py<PyDict>,
+    /// Every request's scope starts as a copy of this dict: the constant values (`type`,
+    /// `asgi`, `root_path`, `extensions`) set, every other key present with a placeholder.
+    /// Copying a dict of that shape is one allocation and a memcpy; building it key by key
+    /// costs several resizes.
+    pub scope_template: Py<PyDict>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
     pub connections: Py<PySet>,
     pub limits: Limits,
@@ -46,7 +59,8 @@ impl HttpServerState {
     #[pyo3(signature = (app, loop_, *, logger, pathsend, access_log=None, root_path="", lifespan_state=None,
         limit_request_line=8190, limit_header_size=32768, limit_header_count=100,
         limit_body_size=None, limit_concurrency=None, timeout_header_read=10.0, timeout_keep_alive=5.0,
-        date_header=true, server_header=Some(b"swordfish".to_vec()), default_headers=Vec::new()))]
+        date_header=true, server_header=Some(b"swordfish".to_vec()), default_headers=Vec::new(),
+        eager_task=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -67,6 +81,7 @@ impl HttpServerState {
         date_header: bool,
         server_header: Option<Vec<u8>>,
         default_headers: Vec<(Vec<u8>, Vec<u8>)>,
+        eager_task: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         if !(timeout_header_read > 0.0 && timeout_keep_alive >= 0.0) {
             return Err(PyValueError::new_err("timeouts must be positive"));
@@ -88,18 +103,30 @@ impl HttpServerState {
         let extensions = PyDict::new(py);
         extensions.set_item("http.response.pathsend", PyDict::new(py))?;
         extensions.set_item("http.response.trailers", PyDict::new(py))?;
+        let scope_template = PyDict::new(py);
+        for key in SCOPE_KEYS {
+            let value = match key {
+                "type" => PyString::new(py, "http").into_any(),
+                "asgi" => asgi_info.clone().into_any(),
+                "root_path" => PyString::new(py, root_path).into_any(),
+                "extensions" => extensions.clone().into_any(),
+                "state" if lifespan_state.is_none() => continue,
+                _ => py.None().into_bound(py),
+            };
+            scope_template.set_item(PyString::intern(py, key), value)?;
+        }
         let create_task = loop_.bind(py).getattr("create_task")?.unbind();
         Ok(HttpServerState {
             app,
             lp: loop_,
             create_task,
+            eager_task,
+            in_eager: AtomicBool::new(false),
             logger,
             access_log,
             pathsend,
-            root_path: PyString::new(py, root_path).unbind(),
             lifespan_state,
-            asgi_info: asgi_info.unbind(),
-            extensions: extensions.unbind(),
+            scope_template: scope_template.unbind(),
             connections: PySet::empty(py)?.unbind(),
             limits: Limits {
                 request_line: limit_request_line,
@@ -145,6 +172,7 @@ impl HttpServerState {
         visit.call(&self.app)?;
         visit.call(&self.lp)?;
         visit.call(&self.create_task)?;
+        visit.call(&self.eager_task)?;
         visit.call(&self.logger)?;
         visit.call(&self.access_log)?;
         visit.call(&self.pathsend)?;

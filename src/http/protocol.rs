@@ -12,6 +12,7 @@ use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
 use super::response::simple_response;
 use crate::clock::monotonic;
 use crate::sync::{lock, try_lock};
+use crate::transport::stream::StreamCore;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -71,6 +72,9 @@ pub struct Request {
 pub struct Conn {
     pub transport: Option<Py<PyAny>>,
     pub write: Option<Py<PyAny>>,
+    /// The native half of a swordfish socket transport: responses are written straight
+    /// into it, without a bytes object or a call through the Python transport.
+    pub core: Option<Py<StreamCore>>,
     pub client: Option<Py<PyAny>>,
     pub server: Option<Py<PyAny>>,
     pub https: bool,
@@ -124,18 +128,45 @@ impl HttpProtocol {
         self.state.get()
     }
 
+    /// Bytes from the client (`data_received`, or swordfish's socket transport directly).
+    pub fn feed(slf: &Bound<'_, Self>, data: &[u8]) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut acts = Vec::new();
+        {
+            let mut c = this.lock()?;
+            if c.lost || c.closing {
+                return Ok(());
+            }
+            c.rbuf.extend_from_slice(data);
+            this.advance(py, &mut c, &mut acts)?;
+        }
+        Self::run_acts(slf, acts)
+    }
+
     /// Run the collected work. Errors of one step are reported, not propagated, so that a
-    /// failed write still lets the close that follows happen.
-    pub fn run_acts(slf: &Bound<'_, Self>, acts: Vec<Act>) -> PyResult<()> {
+    /// failed write still lets the close that follows happen. Starting the app comes last:
+    /// an eager task runs app code at once, and that code must find every earlier step
+    /// (a pause of reading, say) already done.
+    pub fn run_acts(slf: &Bound<'_, Self>, mut acts: Vec<Act>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         let state = this.state.get();
+        if let Some(i) = acts.iter().position(|a| matches!(a, Act::StartApp(..))) {
+            let start = acts.remove(i);
+            acts.push(start);
+        }
         for act in acts {
             let r: PyResult<()> = (|| {
                 match act {
                     Act::Write(data) => {
-                        let w = this.lock()?.write.as_ref().map(|w| w.clone_ref(py));
-                        if let Some(w) = w {
+                        let (core, w) = {
+                            let c = this.lock()?;
+                            (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
+                        };
+                        if let Some(core) = core {
+                            core.get().write_slice(py, &data)?;
+                        } else if let Some(w) = w {
                             w.call1(py, (PyBytes::new(py, &data),))?;
                         }
                     }
@@ -427,9 +458,21 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
     let send = Bound::new(py, super::asgi::Send { proto: slf.clone().unbind(), gen })?;
     let started = (|| -> PyResult<Bound<'_, PyAny>> {
         let coro = state.app.bind(py).call1((scope, &receive, &send))?;
-        state.create_task.bind(py).call1((coro,))
+        match &state.eager_task {
+            Some(eager) if !state.in_eager.swap(true, Ordering::Relaxed) => {
+                let task = eager.bind(py).call1((coro,));
+                state.in_eager.store(false, Ordering::Relaxed);
+                task
+            }
+            _ => state.create_task.bind(py).call1((coro,)),
+        }
     })();
     match started {
+        // An eagerly started task may be done already (a response that never waited):
+        // then no done callback has to go through the ready queue.
+        Ok(task) if task.call_method0(intern!(py, "done"))?.is_truthy()? => {
+            super::asgi::task_finished(slf, gen, &task)
+        }
         Ok(task) => {
             task.call_method1(intern!(py, "add_done_callback"), (receive,))?;
             Ok(())
@@ -451,6 +494,7 @@ impl HttpProtocol {
             conn: Mutex::new(Conn {
                 transport: None,
                 write: None,
+                core: None,
                 client: None,
                 server: None,
                 https: false,
@@ -497,6 +541,10 @@ impl HttpProtocol {
         }
         let https = !extra("sslcontext")?.is_none();
         let write = transport.getattr(intern!(py, "write"))?.unbind();
+        let core = match transport.getattr_opt(intern!(py, "_core"))? {
+            Some(core) => core.cast_into::<StreamCore>().ok().map(Bound::unbind),
+            None => None,
+        };
         let on_timer = slf.getattr(intern!(py, "_on_timer"))?.unbind();
         state.connections.bind(py).add(slf)?;
         let mut acts = Vec::new();
@@ -504,6 +552,7 @@ impl HttpProtocol {
             let mut c = this.lock()?;
             c.transport = Some(transport.clone().unbind());
             c.write = Some(write);
+            c.core = core;
             c.client = client;
             c.server = server;
             c.https = https;
@@ -519,23 +568,10 @@ impl HttpProtocol {
     }
 
     fn data_received(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        let mut acts = Vec::new();
-        {
-            let mut c = this.lock()?;
-            if c.lost || c.closing {
-                return Ok(());
-            }
-            if let Ok(b) = data.cast::<PyBytes>() {
-                c.rbuf.extend_from_slice(b.as_bytes());
-            } else {
-                let b: Vec<u8> = data.extract()?;
-                c.rbuf.extend_from_slice(&b);
-            }
-            this.advance(py, &mut c, &mut acts)?;
+        match data.cast::<PyBytes>() {
+            Ok(b) => Self::feed(slf, b.as_bytes()),
+            Err(_) => Self::feed(slf, &data.extract::<Vec<u8>>()?),
         }
-        Self::run_acts(slf, acts)
     }
 
     /// The client closed its side: treated as a disconnect (the transport then closes).
@@ -566,6 +602,7 @@ impl HttpProtocol {
             }
             dropped.push(c.transport.take());
             dropped.push(c.write.take());
+            dropped.push(c.core.take().map(Py::into_any));
             dropped.push(c.on_timer.take());
             c.rbuf = Vec::new();
         }
@@ -670,6 +707,7 @@ impl HttpProtocol {
         if let Some(c) = try_lock(&self.conn) {
             visit.call(&c.transport)?;
             visit.call(&c.write)?;
+            visit.call(&c.core)?;
             visit.call(&c.on_timer)?;
             visit.call(&c.timer)?;
             for w in &c.drain_waiters {
@@ -687,6 +725,7 @@ impl HttpProtocol {
         if let Some(mut c) = try_lock(&self.conn) {
             c.transport = None;
             c.write = None;
+            c.core = None;
             c.on_timer = None;
             c.timer = None;
             c.drain_waiters.clear();

@@ -125,28 +125,10 @@ impl StreamCore {
 
     fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         self.check_data(data)?;
-        let after = {
-            let mut inner = self.inner()?;
-            if self.kind == Kind::Socket {
-                if inner.eof {
-                    return Err(PyRuntimeError::new_err("Cannot call write() after write_eof()"));
-                }
-                if inner.empty_waiter.is_some() {
-                    return Err(PyRuntimeError::new_err("unable to write; sendfile is in progress"));
-                }
-            }
-            if data.len()? == 0 {
-                return Ok(());
-            }
-            if self.swallow_write(py, &mut inner)? {
-                return Ok(());
-            }
-            let after = self.write_locked(py, &mut inner, data, true)?;
-            self.sync(py, &mut inner)?;
-            after
-        };
-        self.after(py, after)?;
-        self.maybe_pause_protocol(py)
+        if data.len()? == 0 {
+            return self.write_checks();
+        }
+        self.write_with(py, |inner| self.write_locked(py, inner, data, true))
     }
 
     /// Queue every chunk, then write them with one vectored write.

@@ -2,6 +2,7 @@
 //! end-of-file and the write pipe's "other end went away".
 
 use super::*;
+use crate::http::protocol::HttpProtocol;
 
 extern "C" {
     // Exported by CPython (PyAPI_FUNC) but not re-exported by pyo3-ffi.
@@ -27,6 +28,13 @@ impl StreamCore {
     }
 
     pub(super) fn read_bytes(&self, py: Python<'_>, read_closed: bool) -> PyResult<()> {
+        if self.kind == Kind::Socket {
+            let http = try_lock(&self.inner)
+                .and_then(|i| i.protocol.as_ref().and_then(|p| p.bind(py).cast::<HttpProtocol>().ok().map(|h| h.clone().unbind())));
+            if let Some(http) = http {
+                return self.read_native_http(py, http.bind(py), read_closed);
+            }
+        }
         // Size the bytes object to what the kernel holds: one copy, and no 256 KiB
         // allocation (an mmap/munmap pair in the allocator) per small message.
         let pending = bytes_pending(self.fd);
@@ -68,6 +76,31 @@ impl StreamCore {
             Some(Err(e)) if self.kind == Kind::ReadPipe => self.report_callback_error(py, e),
             Some(Err(e)) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
             _ => Ok(()),
+        }
+    }
+
+    /// The HTTP protocol takes bytes, not a bytes object: read into the stack and hand it
+    /// the slice (no allocation, no FIONREAD, no Python-level call).
+    fn read_native_http(&self, py: Python<'_>, http: &Bound<'_, HttpProtocol>, read_closed: bool) -> PyResult<()> {
+        let mut buf = std::mem::MaybeUninit::<[u8; FALLBACK_READ]>::uninit();
+        // SAFETY: recv writes at most FALLBACK_READ bytes into the buffer.
+        let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), FALLBACK_READ, 0) };
+        if n < 0 {
+            return self.read_failed(py, io::Error::last_os_error());
+        }
+        if n == 0 {
+            return self.on_eof(py);
+        }
+        let n = n as usize;
+        if read_closed || n == FALLBACK_READ {
+            // The kernel may hold more (or the end-of-file): no new edge would come.
+            self.lp.get().io_rearm(self.fd)?;
+        }
+        // SAFETY: recv initialised the first n bytes.
+        let data = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
+        match HttpProtocol::feed(http, data) {
+            Err(e) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
+            Ok(()) => Ok(()),
         }
     }
 

@@ -96,31 +96,81 @@ impl StreamCore {
         data: &Bound<'_, PyAny>,
         try_now: bool,
     ) -> PyResult<After> {
-        with_bytes(data, |bytes| {
-            if bytes.is_empty() {
+        with_bytes(data, |bytes| self.write_bytes_locked(py, inner, bytes, data.cast::<PyBytes>().ok(), try_now))
+    }
+
+    /// Queue (or write at once) `bytes`; what cannot go out at once is queued by reference
+    /// when `shared` (the bytes object holding them) is given, else copied.
+    pub(super) fn write_bytes_locked(
+        &self,
+        py: Python<'_>,
+        inner: &mut Inner,
+        bytes: &[u8],
+        shared: Option<&Bound<'_, PyBytes>>,
+        try_now: bool,
+    ) -> PyResult<After> {
+        if bytes.is_empty() {
+            return Ok(After::Nothing);
+        }
+        let mut sent = 0;
+        if try_now && inner.wbuf.is_empty() {
+            match write_once(self.fd, bytes, self.kind.sink()) {
+                Ok(n) => sent = n,
+                Err(e) => {
+                    if self.kind != Kind::Socket {
+                        inner.conn_lost += 1;
+                    }
+                    return Ok(After::Fatal(os_error(py, e), self.kind.write_error()));
+                }
+            }
+            if sent == bytes.len() {
                 return Ok(After::Nothing);
             }
-            let mut sent = 0;
-            if try_now && inner.wbuf.is_empty() {
-                match write_once(self.fd, bytes, self.kind.sink()) {
-                    Ok(n) => sent = n,
-                    Err(e) => {
-                        if self.kind != Kind::Socket {
-                            inner.conn_lost += 1;
-                        }
-                        return Ok(After::Fatal(os_error(py, e), self.kind.write_error()));
-                    }
-                }
-                if sent == bytes.len() {
-                    return Ok(After::Nothing);
-                }
+        }
+        match shared {
+            Some(b) => inner.wbuf.push_shared(b.clone().unbind(), sent, bytes.len()),
+            None => inner.wbuf.push_copy(&bytes[sent..]),
+        }
+        Ok(After::Nothing)
+    }
+
+    /// The stdlib's refusals of `write()`, checked before anything else.
+    pub(super) fn write_checks(&self) -> PyResult<()> {
+        let inner = self.inner()?;
+        if self.kind == Kind::Socket {
+            if inner.eof {
+                return Err(PyRuntimeError::new_err("Cannot call write() after write_eof()"));
             }
-            match data.cast::<PyBytes>() {
-                Ok(b) => inner.wbuf.push_shared(b.clone().unbind(), sent, bytes.len()),
-                Err(_) => inner.wbuf.push_copy(&bytes[sent..]),
+            if inner.empty_waiter.is_some() {
+                return Err(PyRuntimeError::new_err("unable to write; sendfile is in progress"));
             }
-            Ok(After::Nothing)
-        })
+        }
+        Ok(())
+    }
+
+    /// `write()` of non-empty data: `queue` writes or queues it with the lock held.
+    pub(super) fn write_with(&self, py: Python<'_>, queue: impl FnOnce(&mut Inner) -> PyResult<After>) -> PyResult<()> {
+        self.write_checks()?;
+        let after = {
+            let mut inner = self.inner()?;
+            if self.swallow_write(py, &mut inner)? {
+                return Ok(());
+            }
+            let after = queue(&mut inner)?;
+            self.sync(py, &mut inner)?;
+            after
+        };
+        self.after(py, after)?;
+        self.maybe_pause_protocol(py)
+    }
+
+    /// `write()` of bytes a native protocol owns (the HTTP server's responses): written at
+    /// once when nothing is queued, copied into the queue otherwise; no Python object.
+    pub fn write_slice(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        if data.is_empty() {
+            return self.write_checks();
+        }
+        self.write_with(py, |inner| self.write_bytes_locked(py, inner, data, None, true))
     }
 
     /// A lost or closing connection swallows writes, warning after a few (the stdlib's rule).
