@@ -246,7 +246,10 @@ def test_add_signal_handler_outside_main_thread(loop_factory):
 
 CTRL_C_SCRIPT = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, signal, sys
+    # A shell that starts the test suite in the background leaves SIGINT ignored, and then
+    # neither runner installs its Ctrl-C handling: restore Python's default first.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     IMPL, RUNNER = sys.argv[1], sys.argv[2]
     if IMPL == "swordfish":
         import swordfish
