@@ -211,14 +211,16 @@ def render_tables(args, stats, loops, plot_dir, link_prefix=None):
 
 
 def kept_sections(previous):
-    """Sections other runners own in the same page (the echo suite's block): kept as they
-    were when this runner rewrites its part."""
-    begin, end = "<!-- echo:begin -->", "<!-- echo:end -->"
-    start = previous.find(begin)
-    stop = previous.find(end, start)
-    if start < 0 or stop < 0:
-        return ""
-    return "\n" + previous[start:stop + len(end)] + "\n"
+    """Sections other runners own in the same page (the echo and HTTP suites' blocks): kept
+    as they were when this runner rewrites its part."""
+    kept = ""
+    for name in ("echo", "http"):
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        start = previous.find(begin)
+        stop = previous.find(end, start)
+        if start >= 0 and stop >= 0:
+            kept += "\n" + previous[start:stop + len(end)] + "\n"
+    return kept
 
 
 def main(argv=None):

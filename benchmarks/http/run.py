@@ -1,0 +1,218 @@
+"""The HTTP server benchmark: swordfish against granian, uvicorn, hypercorn and a native
+hyper server, in one run, alternating servers between rounds.
+
+    run.py --quick            short runs, one round, the main points (a few minutes)
+    run.py --full             10 s runs, 3 rounds, every point; writes docs/benchmarks.md
+    run.py --from-results F   redo the tables (and with --docs the page) from a results file
+
+Throughput workloads (wrk, servers pinned to CPU 0 and wrk to CPU 1): hello world at
+400 connections, GET of a 10 KiB body and POST echo of a 10 KiB body at 64/128/256.
+Virtual users (http-vu): 10 users looping GET /, 0.1 s, GET /api, GET / against the
+catalogue app, whose /api asks a fake database server (0 or 25 ms latency).
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import time
+
+import loadgen
+import report
+from servers import SERVERS, Server, REPO
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+DB_BIN = os.path.join(HERE, "native", "target", "release", "fake-db")
+SERVER_CPU, CLIENT_CPU = 0, 1
+
+THROUGHPUT = {
+    # name: (path, POST body size or None, concurrencies)
+    "hello": ("/", None, (400,)),
+    "get10k": ("/10k", None, (64, 128, 256)),
+    "echo10k": ("/echo", 10240, (64, 128, 256)),
+}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="3 s runs, 1 round, main points only")
+    mode.add_argument("--full", action="store_true", help="10 s runs, 3 rounds, writes the docs")
+    p.add_argument("--servers", default=",".join(SERVERS), help="comma-separated subset")
+    p.add_argument("--workloads", default="hello,get10k,echo10k,vu",
+                   help="comma-separated subset of hello,get10k,echo10k,vu")
+    p.add_argument("--loadgen", choices=("wrk", "oha"), default="wrk",
+                   help="the throughput workloads' load generator (default wrk)")
+    p.add_argument("--rounds", type=int)
+    p.add_argument("--seconds", type=float)
+    p.add_argument("--warmup", type=float)
+    p.add_argument("--docs", action="store_true", help="write docs/benchmarks.md (default with --full)")
+    p.add_argument("--from-results", metavar="FILE", help="report an earlier run's results")
+    args = p.parse_args(argv)
+    args.servers = [s for s in args.servers.split(",") if s]
+    unknown = [s for s in args.servers if s not in SERVERS]
+    if unknown:
+        p.error(f"unknown servers: {', '.join(unknown)}")
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    quick = not args.full
+    args.rounds = args.rounds or (1 if quick else 3)
+    args.seconds = args.seconds or (3 if quick else 10)
+    args.warmup = args.warmup if args.warmup is not None else (1 if quick else 2)
+    args.concurrency = {name: (conc[:1] if name == "hello" else (128,)) if quick else conc
+                        for name, (_, _, conc) in THROUGHPUT.items()}
+    args.db_latencies = (0,) if quick else (0, 25)
+    args.worker_counts = (1,) if quick else (1, 2)
+    args.docs = args.docs or args.full
+    return args
+
+
+def pin(cpu):
+    return ["taskset", "-c", str(cpu)] if cpu in os.sched_getaffinity(0) else []
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rotated(items, k):
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def measure(server, run_load):
+    """One measured run: the load generator's figures plus the server's CPU per request."""
+    cpu0 = server.cpu_seconds()
+    result = run_load()
+    cpu = server.cpu_seconds() - cpu0
+    result["cpu_us_per_req"] = cpu / result["requests"] * 1e6 if result["requests"] else None
+    if not server.alive():
+        raise loadgen.LoadFailed(f"{server.name} died: {server.output()}")
+    return result
+
+
+def record(records, point, r, what, percentile):
+    """Keep one measurement and show it."""
+    records.append({**point, **r})
+    print(f"  round {point['round'] + 1} {point['server']:18} {what} {r['rps']:>10,.0f} req/s "
+          f"{percentile} {r[percentile + '_ms']:7.2f} ms  cpu {r['cpu_us_per_req'] or 0:6.1f} us/req"
+          + (f"  errors {r['errors']}" if r["errors"] else ""), flush=True)
+
+
+def throughput_round(args, rnd, records):
+    names = [w for w in THROUGHPUT if w in args.workloads]
+    if not names:
+        return
+    for name in rotated(args.servers, rnd):
+        port = free_port()
+        try:
+            server = Server(name, "bench", port, pin=pin(SERVER_CPU))
+        except RuntimeError as exc:
+            print(f"  {name}: {exc}", file=sys.stderr)
+            continue
+        with server:
+            for workload in names:
+                path, post, _ = THROUGHPUT[workload]
+                url = f"http://127.0.0.1:{port}{path}"
+                for conc in args.concurrency[workload]:
+                    point = {"round": rnd, "server": name, "workload": workload, "conc": conc}
+                    generate = getattr(loadgen, args.loadgen)
+                    try:
+                        if args.warmup:
+                            generate(url, conc, args.warmup, pin(CLIENT_CPU), post)
+                        r = measure(server, lambda: generate(url, conc, args.seconds, pin(CLIENT_CPU), post))
+                    except loadgen.LoadFailed as exc:
+                        print(f"  {name} {workload} c{conc}: {exc}", file=sys.stderr)
+                        records.append({**point, "failed": str(exc)})
+                        continue
+                    record(records, point, r, f"{workload:8} c{conc:<4}", "p99")
+
+
+def vu_round(args, rnd, records):
+    if "vu" not in args.workloads:
+        return
+    import subprocess
+    names = [s for s in args.servers if SERVERS[s][1]]
+    for latency in args.db_latencies:
+        db_port = free_port()
+        db = subprocess.Popen(pin(CLIENT_CPU) + [DB_BIN, "--port", str(db_port), "--latency-ms", str(latency)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            if not db.stdout.readline().startswith("READY"):
+                raise RuntimeError("fake-db did not start")
+            for workers in args.worker_counts:
+                # One worker: pinned like the throughput runs. Two: the servers get both CPUs
+                # (a second worker on the same CPU would only add switching).
+                spin, cpin = (pin(SERVER_CPU), pin(CLIENT_CPU)) if workers == 1 else ([], [])
+                for name in rotated(names, rnd):
+                    port = free_port()
+                    point = {"round": rnd, "server": name, "workload": "vu", "db_ms": latency,
+                             "workers": workers, "conc": 10}
+                    try:
+                        with Server(name, "catalogue", port, workers, spin, {"BENCH_DB_PORT": str(db_port)}) as server:
+                            url = f"http://127.0.0.1:{port}"
+                            r = measure(server, lambda: loadgen.virtual_users(url, 10, args.seconds, args.warmup, cpin))
+                    except (RuntimeError, loadgen.LoadFailed) as exc:
+                        print(f"  {name} vu db{latency}ms w{workers}: {exc}", file=sys.stderr)
+                        records.append({**point, "failed": str(exc)})
+                        continue
+                    record(records, point, r, f"vu db {latency:>2} ms w{workers}", "p95")
+        finally:
+            db.terminate()
+            db.wait()
+
+
+def summarize(records):
+    """Medians over rounds: {(server, workload, conc, db_ms, workers): {field: median}}."""
+    groups = {}
+    for r in records:
+        if "failed" in r:
+            continue
+        key = (r["server"], r["workload"], r["conc"], r.get("db_ms"), r.get("workers"))
+        groups.setdefault(key, []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        fields = [f for f in rs[0] if isinstance(rs[0][f], (int, float)) and f not in ("round", "conc")]
+        out[key] = {f: statistics.median(r[f] for r in rs if r.get(f) is not None)
+                    for f in fields if any(r.get(f) is not None for r in rs)}
+        out[key]["rounds"] = len(rs)
+    return out
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # Servers run in sessions of their own: a SIGTERM must unwind the `with` blocks that
+    # stop them, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.from_results:
+        with open(args.from_results) as f:
+            saved = json.load(f)
+        records, meta = saved["records"], saved["meta"]
+    else:
+        started = time.monotonic()
+        records = []
+        for rnd in range(args.rounds):
+            print(f"round {rnd + 1}/{args.rounds}", flush=True)
+            throughput_round(args, rnd, records)
+            vu_round(args, rnd, records)
+        meta = report.run_meta(args, time.monotonic() - started)
+        os.makedirs(RESULTS, exist_ok=True)
+        path = os.path.join(RESULTS, time.strftime("http-%Y%m%d-%H%M%S.json"))
+        with open(path, "w") as f:
+            json.dump({"meta": meta, "records": records}, f, indent=1)
+        print(f"results: {os.path.relpath(path, REPO)}")
+    stats = summarize(records)
+    print()
+    print(report.tables(stats, meta))
+    if args.docs:
+        report.write_docs(stats, meta, records)
+        print("wrote docs/benchmarks.md (HTTP section)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
