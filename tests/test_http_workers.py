@@ -256,6 +256,35 @@ def test_killed_worker_is_replaced():
         assert srv.stop() == 0, srv.log()
 
 
+def test_worker_dying_right_after_it_listens_counts_as_started():
+    """Its `R` and its SIGCHLD can reach the supervisor in one select round; the `R` still in
+    the pipe must be read before the supervisor decides whether the worker ever started."""
+    import selectors
+
+    from swordfish.server.config import Config
+    from swordfish.server.supervisor import Supervisor, Worker
+
+    sup = Supervisor(Config(app="workerapp:app", workers=2), ["serve", "workerapp:app"])
+    sup.sel = selectors.DefaultSelector()
+    spawned = []
+    sup._spawn = lambda predecessor=None: spawned.append(predecessor)
+    rfd, wfd = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", f"import os; os.write({wfd}, b'R')"], pass_fds=(wfd,))
+    os.close(wfd)
+    os.set_blocking(rfd, False)
+    proc.wait()  # it wrote `R` and exited; nothing has read the pipe yet
+    w = Worker(proc, rfd, None)
+    sup.workers.append(w)
+    sup.sel.register(rfd, selectors.EVENT_READ, w)
+    try:
+        sup._reap()
+    finally:
+        sup.sel.close()
+    assert w.ready and sup.workers == [] and w.rfd is None
+    assert spawned == [None]  # replaced, as a worker that died
+    assert not sup.stopping and sup.exit_code == 0
+
+
 def test_max_requests_recycles_without_failed_requests():
     with Served("--port", "0", "--workers", "2", "--max-requests", "8", "--max-requests-jitter", "4",
                 "--no-access-log") as srv:

@@ -3,11 +3,13 @@ shuts down gracefully (stop accepting, close idle connections, let in-flight req
 finish up to the graceful timeout, then close the rest)."""
 
 import asyncio
+import functools
 import logging
 import os
 import random
 import signal
 import socket
+import sys
 
 from .. import _native
 from .config import Config
@@ -33,6 +35,15 @@ async def _pathsend(protocol, transport, path, gen):
         ok = True
     finally:
         protocol._pathsend_done(gen, ok)
+
+
+def _eager_task(loop):
+    """Python 3.12+ and no task factory: requests start as eager tasks, whose first step
+    runs at once, so a response that never waits is sent in the same callback that read
+    the request. A task factory set by the app (in lifespan) is honoured instead."""
+    if sys.version_info < (3, 12) or loop.get_task_factory() is not None:
+        return None
+    return functools.partial(asyncio.Task, loop=loop, eager_start=True)
 
 
 def _access_log(scope, status, size, seconds):
@@ -98,6 +109,7 @@ class Server:
             date_header=config.date_header,
             server_header=b"swordfish" if config.server_header else None,
             default_headers=config.default_headers(),
+            eager_task=_eager_task(loop),
         )
         state = self.state
 
@@ -111,8 +123,11 @@ class Server:
             if config.max_requests:
                 limit = config.max_requests + random.randint(0, max(0, config.max_requests_jitter or 0))
                 watch = loop.create_task(self._watch_requests(limit))
+            # The supervisor hears first, so that anyone who has read "serving on" knows
+            # the supervisor counts this worker as started.
             if self.on_started is not None:
                 self.on_started()
+            self._log_listening()
             await self._exit.wait()
         finally:
             if watch is not None:
@@ -135,6 +150,8 @@ class Server:
         else:
             self._servers.append(await loop.create_server(factory, host=config.host, port=config.port, **kw))
         self.sockets = [s for server in self._servers for s in server.sockets]
+
+    def _log_listening(self):
         for sock in self.sockets:
             name = sock.getsockname()
             if isinstance(name, tuple):

@@ -172,6 +172,7 @@ class Supervisor:
             proc = subprocess.Popen(cmd, pass_fds=(self.sock.fileno(), wfd), preexec_fn=self.preexec)
         finally:
             os.close(wfd)
+        os.set_blocking(rfd, False)  # a grandchild may hold the write end after the worker exits
         w = Worker(proc, rfd, predecessor)
         self.workers.append(w)
         self.sel.register(rfd, selectors.EVENT_READ, w)
@@ -179,10 +180,14 @@ class Supervisor:
         return w
 
     def _message(self, w):
-        data = os.read(w.rfd, 64)
+        """Handle what the worker wrote; False once nothing more is waiting in its pipe."""
+        try:
+            data = os.read(w.rfd, 64)
+        except BlockingIOError:
+            return False
         if not data:  # the worker exited (or closed the pipe): _reap takes it
             self._forget_pipe(w)
-            return
+            return False
         for c in data.decode("ascii", "replace"):
             if c == "R" and not w.ready:
                 w.ready = True
@@ -195,6 +200,7 @@ class Supervisor:
                 w.retiring = True
                 logger.info("worker %d reached max requests: starting its replacement", w.pid)
                 self._spawn(predecessor=w)
+        return True
 
     def _forget_pipe(self, w):
         if w.rfd is not None:
@@ -230,6 +236,10 @@ class Supervisor:
             code = w.proc.poll()
             if code is None:
                 continue
+            # What it wrote before dying may not have been read yet (its `R` and the
+            # SIGCHLD can arrive in one select round): read it before judging.
+            while w.rfd is not None and self._message(w):
+                pass
             self.workers.remove(w)
             self._forget_pipe(w)
             if self.stopping or w.stopping:
