@@ -85,6 +85,19 @@ pub struct LoopCore {
     context_free_callback: Py<PyAny>,
     kw_loop: Py<PyTuple>,
     kw_loop_name: Py<PyTuple>,
+    /// Handles and timers that ran and that nothing else refers to, kept for reuse (see
+    /// `Handle::recyclable`). They refer to nothing while they wait here.
+    spare: Mutex<Spare>,
+}
+
+/// At most this many spare handles (and as many spare timers) are kept: a loop running
+/// callbacks that schedule callbacks reuses one per callback, so a few suffice.
+const MAX_SPARE: usize = 64;
+
+#[derive(Default)]
+struct Spare {
+    handles: Vec<Py<Handle>>,
+    timers: Vec<Py<TimerHandle>>,
 }
 
 enum Which {
@@ -119,6 +132,20 @@ impl LoopCore {
         Ok(if tb.is_none() { None } else { Some(tb.unbind()) })
     }
 
+    fn handle_context(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        context: Option<Bound<'_, PyAny>>,
+    ) -> HandleContext {
+        match context {
+            Some(c) => HandleContext::Given(c.unbind()),
+            // asyncio.sleep()'s timer callback reads and sets no context variable: the
+            // context copy it would get is never observable, so skip it.
+            None if callback.is(slf.get().context_free_callback.bind(slf.py())) => HandleContext::Unneeded,
+            None => HandleContext::CopyCurrent,
+        }
+    }
+
     fn new_handle(
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
@@ -126,20 +153,13 @@ impl LoopCore {
         context: Option<Bound<'_, PyAny>>,
         source_tb: Option<Py<PyAny>>,
     ) -> PyResult<Handle> {
-        let this = slf.get();
-        let context = match context {
-            Some(c) => HandleContext::Given(c.unbind()),
-            // asyncio.sleep()'s timer callback reads and sets no context variable: the
-            // context copy it would get is never observable, so skip it.
-            None if callback.is(this.context_free_callback.bind(slf.py())) => HandleContext::Unneeded,
-            None => HandleContext::CopyCurrent,
-        };
+        let context = Self::handle_context(slf, callback, context);
         let h = Handle::new(
             slf.py(),
             callback.clone().unbind(),
             args.clone().unbind(),
             context,
-            &this.shared,
+            &slf.get().shared,
         )?;
         if source_tb.is_some() {
             h.set_source_traceback(source_tb)?;
@@ -156,11 +176,23 @@ impl LoopCore {
         check_thread: bool,
     ) -> PyResult<Py<Handle>> {
         let this = slf.get();
+        let py = slf.py();
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, check_thread)?;
-        let handle = Py::new(slf.py(), Self::new_handle(slf, callback, args, context, tb)?)?;
-        this.hold(handle.bind(slf.py()).as_any());
-        lock(&this.state)?.ready.push_back(Ready::Call(handle.clone_ref(slf.py())));
+        let spare = if this.debug() { None } else { lock(&this.spare)?.handles.pop() };
+        let handle = match spare {
+            Some(h) => {
+                let ctx = Self::handle_context(slf, callback, context);
+                h.get().refill(py, callback.clone().unbind(), args.clone().unbind(), ctx)?;
+                h
+            }
+            None => {
+                let h = Py::new(py, Self::new_handle(slf, callback, args, context, tb)?)?;
+                this.hold(h.bind(py).as_any());
+                h
+            }
+        };
+        lock(&this.state)?.ready.push_back(Ready::Call(handle.clone_ref(py)));
         Ok(handle)
     }
 
@@ -173,14 +205,44 @@ impl LoopCore {
         method: &str,
     ) -> PyResult<Py<TimerHandle>> {
         let this = slf.get();
+        let py = slf.py();
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, true)?;
-        let base = Self::new_handle(slf, callback, args, context, tb)?;
-        let init = PyClassInitializer::from(base).add_subclass(TimerHandle::new(when));
-        let timer = Py::new(slf.py(), init)?;
-        this.hold(timer.bind(slf.py()).as_any());
-        lock(&this.state)?.timers.push(when, timer.clone_ref(slf.py()));
+        let spare = if this.debug() { None } else { lock(&this.spare)?.timers.pop() };
+        let timer = match spare {
+            Some(t) => {
+                let ctx = Self::handle_context(slf, callback, context);
+                let base = t.bind(py).as_super();
+                base.get().refill(py, callback.clone().unbind(), args.clone().unbind(), ctx)?;
+                t.get().reschedule(when);
+                t
+            }
+            None => {
+                let base = Self::new_handle(slf, callback, args, context, tb)?;
+                let init = PyClassInitializer::from(base).add_subclass(TimerHandle::new(when));
+                let t = Py::new(py, init)?;
+                this.hold(t.bind(py).as_any());
+                t
+            }
+        };
+        lock(&this.state)?.timers.push(when, timer.clone_ref(py));
         Ok(timer)
+    }
+
+    /// A handle the loop lets go of (it ran, or was dropped as cancelled): kept for reuse
+    /// when nothing else refers to it, otherwise handed back to the GC.
+    fn release(&self, py: Python<'_>, handle: Py<Handle>) {
+        let h = handle.bind(py);
+        if self.debug() || !Handle::recyclable(h) || h.get().empty().is_err() {
+            hand_back(h);
+            return;
+        }
+        let Ok(mut spare) = lock(&self.spare) else { return };
+        match h.cast::<TimerHandle>() {
+            Ok(t) if spare.timers.len() < MAX_SPARE => spare.timers.push(t.clone().unbind()),
+            Err(_) if spare.handles.len() < MAX_SPARE => spare.handles.push(handle.clone_ref(py)),
+            _ => {}
+        }
     }
 
     /// A handle the loop now holds: hidden from the GC outside debug mode (see `hide_from_gc`;
@@ -322,10 +384,9 @@ impl LoopCore {
             let skip_poll = timeout == Some(Duration::ZERO) && st.io.is_empty();
             (timeout, cancelled, skip_poll)
         };
-        for t in &cancelled_timers {
-            hand_back(t.bind(py).as_super());
+        for t in cancelled_timers {
+            this.release(py, t.into_bound(py).into_super().unbind());
         }
-        drop(cancelled_timers);
 
         // Every iteration polls, as the stdlib does: I/O that is ready is seen at the next
         // iteration even while callbacks keep the ready queue busy. Only a waiting poll
@@ -409,12 +470,11 @@ impl LoopCore {
             }
             stale
         };
-        for h in &stale {
+        for h in stale {
             if !h.get().repeats() {
-                hand_back(h.bind(py));
+                this.release(py, h);
             }
         }
-        drop(stale);
 
         // Exactly the callbacks ready now run in this iteration; what they schedule waits for
         // the next one. Taken in one batch; handles cancelled meanwhile are skipped by `run`.
@@ -449,7 +509,7 @@ impl LoopCore {
                 Ok(_) => Ok(()),
             };
             if !handle.get().repeats() {
-                hand_back(handle.bind(py));
+                this.release(py, handle);
             }
             if let Err(err) = outcome {
                 Self::requeue(this, batch)?;
@@ -665,6 +725,7 @@ impl LoopCore {
                 [PyString::intern(py, "loop"), PyString::intern(py, "name")],
             )?
             .unbind(),
+            spare: Mutex::new(Spare::default()),
         })
     }
 

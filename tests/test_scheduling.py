@@ -404,3 +404,72 @@ def test_sleep0_interleaves_tasks_round_robin(loop):
 
     run_on(loop, main())
     assert order == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+
+
+# -- handle reuse: a handle nothing else refers to may be reused by the loop; these check
+# -- that no one can tell (on asyncio they hold trivially).
+
+def test_handle_kept_by_caller_keeps_its_callback_after_running(loop):
+    got = []
+    kept = [loop.call_soon(got.append, i) for i in range(5)]
+    run_callbacks(loop)
+    later = [loop.call_soon(got.append, i) for i in range(5, 10)]
+    run_callbacks(loop)
+    assert got == list(range(10))
+    assert all(h._args == (i,) and not h.cancelled() for i, h in enumerate(kept))
+    assert all(h._args == (i,) for i, h in enumerate(later, 5))
+    assert not {id(h) for h in kept} & {id(h) for h in later}
+
+
+def test_weakly_referenced_handle_is_not_reused(loop):
+    import weakref
+
+    got = []
+    refs = [weakref.ref(loop.call_soon(got.append, i)) for i in range(5)]
+    run_callbacks(loop)
+    fresh = [loop.call_soon(got.append, i) for i in range(5, 10)]
+    run_callbacks(loop)
+    assert got == list(range(10))
+    for ref in refs:  # each was freed, not handed out again
+        assert ref() is None or ref() not in fresh
+
+
+def test_dropped_handles_run_the_right_callbacks_in_their_contexts(loop):
+    # Handles dropped by their callers (as the C Task does) run, are cancelled and are
+    # dropped, and every later callback still runs once, with its own arguments, context
+    # and cancellation state.
+    got = []
+
+    def record(tag):
+        got.append((tag, var.get()))
+
+    for round_ in range(3):
+        for i in range(20):
+            ctx = contextvars.copy_context()
+            ctx.run(var.set, f"ctx{round_}.{i}")
+            loop.call_soon(record, f"{round_}.{i}", context=ctx)
+        loop.call_soon(record, f"{round_}.cancelled").cancel()
+        loop.call_later(3600, record, f"{round_}.timer").cancel()
+        run_callbacks(loop)
+    assert got == [(f"{r}.{i}", f"ctx{r}.{i}") for r in range(3) for i in range(20)]
+    h = loop.call_soon(record, "last")
+    t = loop.call_later(0, record, "timer")
+    assert not h.cancelled() and not t.cancelled()
+    assert t.when() <= loop.time()
+
+
+def test_reused_timers_keep_their_order_and_deadlines(loop):
+    got = []
+
+    def fire(i):
+        got.append(i)
+
+    for _ in range(3):  # the later rounds may get timers that earlier rounds let go of
+        got.clear()
+        now = loop.time()
+        timers = {i: loop.call_at(now - 1 + (7 * i % 10) / 1000, fire, i) for i in range(10)}
+        whens = {i: t.when() for i, t in timers.items()}
+        del timers
+        run_callbacks(loop)
+        assert got == sorted(range(10), key=lambda i: ((7 * i) % 10, i))
+        assert whens == {i: now - 1 + (7 * i % 10) / 1000 for i in range(10)}
