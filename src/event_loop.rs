@@ -237,10 +237,19 @@ impl LoopCore {
             hand_back(h);
             return;
         }
+        self.keep_spare(py, handle);
+    }
+
+    /// Keep an emptied, unreferenced handle for reuse (dropped when the spare list is full).
+    fn keep_spare(&self, py: Python<'_>, handle: Py<Handle>) {
         let Ok(mut spare) = lock(&self.spare) else { return };
-        match h.cast::<TimerHandle>() {
-            Ok(t) if spare.timers.len() < MAX_SPARE => spare.timers.push(t.clone().unbind()),
-            Err(_) if spare.handles.len() < MAX_SPARE => spare.handles.push(handle.clone_ref(py)),
+        match handle.into_bound(py).cast_into_exact::<TimerHandle>() {
+            Ok(t) if spare.timers.len() < MAX_SPARE => spare.timers.push(t.unbind()),
+            Err(e) if spare.handles.len() < MAX_SPARE => {
+                if let Ok(h) = e.into_inner().cast_into_exact::<Handle>() {
+                    spare.handles.push(h.unbind());
+                }
+            }
             _ => {}
         }
     }
@@ -499,16 +508,21 @@ impl LoopCore {
                     continue;
                 }
             };
+            // Nothing but the loop refers to it, so it will be reused: run it by emptying it.
+            let reuse = !debug && !handle.get().repeats() && Handle::recyclable(handle.bind(py));
             let outcome = if debug {
                 Self::run_debug(slf, &handle)
             } else {
-                handle.get().run(py)
+                handle.get().run(py, reuse)
             };
+            let failed = outcome.is_err();
             let outcome = match outcome {
                 Err(failure) => Self::report(slf, &handle, failure),
                 Ok(_) => Ok(()),
             };
-            if !handle.get().repeats() {
+            if reuse && !failed && Handle::recyclable(handle.bind(py)) {
+                this.keep_spare(py, handle);
+            } else if !handle.get().repeats() {
                 this.release(py, handle);
             }
             if let Err(err) = outcome {
@@ -640,7 +654,7 @@ impl LoopCore {
         let py = slf.py();
         let _ = slf.setattr(intern!(py, "_current_handle"), handle.clone_ref(py));
         let t0 = monotonic();
-        let outcome = handle.get().run(py);
+        let outcome = handle.get().run(py, false);
         let dt = monotonic() - t0;
         let _ = slf.setattr(intern!(py, "_current_handle"), py.None());
         if let Err(err) = slf.call_method1(intern!(py, "_check_slow_callback"), (handle, dt)) {

@@ -192,11 +192,17 @@ impl Handle {
     }
 
     /// Run the callback in its context. `Ok(false)` when there was nothing to run.
-    pub fn run(&self, py: Python<'_>) -> Result<bool, Failure> {
+    /// `consume`: the handle is being emptied for reuse (see `recyclable`), so the callback,
+    /// arguments and context are moved out instead of copied.
+    pub fn run(&self, py: Python<'_>, consume: bool) -> Result<bool, Failure> {
         if self.is_cancelled() {
             return Ok(false);
         }
         let taken = match lock(&self.data) {
+            Ok(mut d) if consume => match (d.func.take(), d.args.take()) {
+                (Some(f), Some(a)) => Some((f, a, d.context.take())),
+                _ => None,
+            },
             Ok(d) => {
                 let cb = match (&d.func, &d.args) {
                     (Some(f), Some(a)) => Some((f.clone_ref(py), a.clone_ref(py))),
@@ -215,7 +221,17 @@ impl Handle {
         };
         match result {
             Ok(()) => Ok(true),
-            Err(err) => Err(Failure { err, func, args }),
+            Err(err) => {
+                if consume {
+                    // The error report shows the handle: give it its callback back.
+                    if let Ok(mut d) = lock(&self.data) {
+                        d.func = Some(func.clone_ref(py));
+                        d.args = Some(args.clone_ref(py));
+                        d.context = context;
+                    }
+                }
+                Err(Failure { err, func, args })
+            }
         }
     }
 }

@@ -473,3 +473,23 @@ def test_reused_timers_keep_their_order_and_deadlines(loop):
         run_callbacks(loop)
         assert got == sorted(range(10), key=lambda i: ((7 * i) % 10, i))
         assert whens == {i: now - 1 + (7 * i % 10) / 1000 for i in range(10)}
+
+
+def test_failing_dropped_handle_is_reported_with_its_callback(loop):
+    reports = []
+    loop.set_exception_handler(lambda lp, ctx: reports.append((repr(ctx["handle"]), ctx["message"])))
+
+    def explode(tag):
+        raise ValueError(tag)
+
+    for i in range(3):
+        loop.call_soon(explode, f"tag{i}")  # handle dropped, as the C Task does
+    run_callbacks(loop)
+    assert len(reports) == 3
+    for i, (handle_repr, message) in enumerate(reports):
+        assert "explode" in handle_repr and f"tag{i}" in handle_repr, handle_repr
+        assert "explode" in message
+    got = []
+    loop.call_soon(got.append, "after")  # a handle the failures let go of still works
+    run_callbacks(loop)
+    assert got == ["after"]
