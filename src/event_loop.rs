@@ -2,11 +2,13 @@
 //! I/O registry and the loop iteration itself. The Python subclass adds the parts that are
 //! not on the hot path (lifecycle bookkeeping, executors, sockets, signals, error reporting).
 
+use crate::call_args::CallArgs;
 use crate::clock::monotonic;
 use crate::handles::{hand_back, hide_from_gc, Failure, Handle, HandleContext, LoopShared, TimerHandle};
 use crate::pyutil::{fileobj_to_fd, os_error, vectorcall_kw};
+use crate::spare::SparePool;
 use crate::reactor::{self, Poller, Readiness, WAKER_TOKEN};
-use crate::sync::{lock, try_lock};
+use crate::sync::{lock, GilCell};
 use crate::timers::TimerQueue;
 use crate::transport::IoTarget;
 use mio::{Registry, Waker};
@@ -69,7 +71,7 @@ struct State {
 
 #[pyclass(module = "swordfish._native", subclass, frozen)]
 pub struct LoopCore {
-    state: Mutex<State>,
+    state: GilCell<State>,
     poller: Mutex<Poller>,
     registry: Registry,
     waker: Waker,
@@ -78,7 +80,7 @@ pub struct LoopCore {
     parked: AtomicBool,
     closed: AtomicBool,
     shared: Arc<LoopShared>,
-    task_factory: Mutex<Option<Py<PyAny>>>,
+    task_factory: GilCell<Option<Py<PyAny>>>,
     future_type: Py<PyAny>,
     task_type: Py<PyAny>,
     /// `asyncio.futures._set_result_unless_cancelled`, see `new_handle`.
@@ -87,17 +89,7 @@ pub struct LoopCore {
     kw_loop_name: Py<PyTuple>,
     /// Handles and timers that ran and that nothing else refers to, kept for reuse (see
     /// `Handle::recyclable`). They refer to nothing while they wait here.
-    spare: Mutex<Spare>,
-}
-
-/// At most this many spare handles (and as many spare timers) are kept: a loop running
-/// callbacks that schedule callbacks reuses one per callback, so a few suffice.
-const MAX_SPARE: usize = 64;
-
-#[derive(Default)]
-struct Spare {
-    handles: Vec<Py<Handle>>,
-    timers: Vec<Py<TimerHandle>>,
+    spare: GilCell<SparePool>,
 }
 
 enum Which {
@@ -149,7 +141,7 @@ impl LoopCore {
     fn new_handle(
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
-        args: &Bound<'_, PyTuple>,
+        args: CallArgs,
         context: Option<Bound<'_, PyAny>>,
         source_tb: Option<Py<PyAny>>,
     ) -> PyResult<Handle> {
@@ -157,12 +149,12 @@ impl LoopCore {
         let h = Handle::new(
             slf.py(),
             callback.clone().unbind(),
-            args.clone().unbind(),
+            args,
             context,
             &slf.get().shared,
         )?;
         if source_tb.is_some() {
-            h.set_source_traceback(source_tb)?;
+            h.set_source_traceback(slf.py(), source_tb)?;
         }
         Ok(h)
     }
@@ -170,7 +162,7 @@ impl LoopCore {
     fn schedule_soon(
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
-        args: &Bound<'_, PyTuple>,
+        args: CallArgs,
         context: Option<Bound<'_, PyAny>>,
         method: &str,
         check_thread: bool,
@@ -179,11 +171,11 @@ impl LoopCore {
         let py = slf.py();
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, check_thread)?;
-        let spare = if this.debug() { None } else { lock(&this.spare)?.handles.pop() };
+        let spare = if this.debug() { None } else { this.spare.lock(py)?.take_handle() };
         let handle = match spare {
             Some(h) => {
                 let ctx = Self::handle_context(slf, callback, context);
-                h.get().refill(py, callback.clone().unbind(), args.clone().unbind(), ctx)?;
+                h.get().refill(py, callback.clone().unbind(), args, ctx)?;
                 h
             }
             None => {
@@ -192,7 +184,7 @@ impl LoopCore {
                 h
             }
         };
-        lock(&this.state)?.ready.push_back(Ready::Call(handle.clone_ref(py)));
+        this.state.lock(py)?.ready.push_back(Ready::Call(handle.clone_ref(py)));
         Ok(handle)
     }
 
@@ -200,7 +192,7 @@ impl LoopCore {
         slf: &Bound<'_, Self>,
         when: f64,
         callback: &Bound<'_, PyAny>,
-        args: &Bound<'_, PyTuple>,
+        args: CallArgs,
         context: Option<Bound<'_, PyAny>>,
         method: &str,
     ) -> PyResult<Py<TimerHandle>> {
@@ -208,12 +200,12 @@ impl LoopCore {
         let py = slf.py();
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, true)?;
-        let spare = if this.debug() { None } else { lock(&this.spare)?.timers.pop() };
+        let spare = if this.debug() { None } else { this.spare.lock(py)?.take_timer() };
         let timer = match spare {
             Some(t) => {
                 let ctx = Self::handle_context(slf, callback, context);
                 let base = t.bind(py).as_super();
-                base.get().refill(py, callback.clone().unbind(), args.clone().unbind(), ctx)?;
+                base.get().refill(py, callback.clone().unbind(), args, ctx)?;
                 t.get().reschedule(when);
                 t
             }
@@ -225,7 +217,7 @@ impl LoopCore {
                 t
             }
         };
-        lock(&this.state)?.timers.push(when, timer.clone_ref(py));
+        this.state.lock(py)?.timers.push(when, timer.clone_ref(py));
         Ok(timer)
     }
 
@@ -233,24 +225,17 @@ impl LoopCore {
     /// when nothing else refers to it, otherwise handed back to the GC.
     fn release(&self, py: Python<'_>, handle: Py<Handle>) {
         let h = handle.bind(py);
-        if self.debug() || !Handle::recyclable(h) || h.get().empty().is_err() {
+        if self.debug() || !Handle::recyclable(h) || h.get().empty(py).is_err() {
             hand_back(h);
             return;
         }
         self.keep_spare(py, handle);
     }
 
-    /// Keep an emptied, unreferenced handle for reuse (dropped when the spare list is full).
+    /// Keep an emptied, unreferenced handle for reuse.
     fn keep_spare(&self, py: Python<'_>, handle: Py<Handle>) {
-        let Ok(mut spare) = lock(&self.spare) else { return };
-        match handle.into_bound(py).cast_into_exact::<TimerHandle>() {
-            Ok(t) if spare.timers.len() < MAX_SPARE => spare.timers.push(t.unbind()),
-            Err(e) if spare.handles.len() < MAX_SPARE => {
-                if let Ok(h) = e.into_inner().cast_into_exact::<Handle>() {
-                    spare.handles.push(h.unbind());
-                }
-            }
-            _ => {}
+        if let Ok(mut spare) = self.spare.lock(py) {
+            spare.keep(handle.into_bound(py));
         }
     }
 
@@ -281,11 +266,11 @@ impl LoopCore {
         let fd = fileobj_to_fd(fileobj)?;
         this.check_closed()?;
         this.check_no_transport(py, fd)?;
-        let handle = Py::new(py, Self::new_handle(slf, callback, args, None, None)?)?;
+        let handle = Py::new(py, Self::new_handle(slf, callback, CallArgs::from_tuple(args)?, None, None)?)?;
         handle.get().mark_repeating();
         this.hold(handle.bind(py).as_any());
         let replaced = {
-            let mut st = lock(&this.state)?;
+            let mut st = this.state.lock(py)?;
             let entry = st.io.entry(fd).or_default();
             let old_interest = entry.interest();
             let slot = match which {
@@ -329,7 +314,7 @@ impl LoopCore {
         }
         this.check_no_transport(py, fd)?;
         let removed = {
-            let mut st = lock(&this.state)?;
+            let mut st = this.state.lock(py)?;
             let Some(entry) = st.io.get_mut(&fd) else { return Ok(false) };
             let old_interest = entry.interest();
             let removed = match which {
@@ -368,7 +353,7 @@ impl LoopCore {
         let py = slf.py();
 
         let (timeout, cancelled_timers, skip_poll) = {
-            let mut st = lock(&this.state)?;
+            let mut st = this.state.lock(py)?;
             let cancelled = this.clean_timers(py, &mut st);
             for fd in std::mem::take(&mut st.rearm) {
                 if let Some(entry) = st.io.get(&fd) {
@@ -418,8 +403,8 @@ impl LoopCore {
         // Run Python-level signal handlers now (a signal interrupts the poll).
         py.check_signals()?;
 
-        let stale = {
-            let mut st = lock(&this.state)?;
+        let (stale, now) = {
+            let mut st = this.state.lock(py)?;
             let mut stale: Vec<Py<Handle>> = Vec::new();
             for (fd, ev) in events {
                 let (readable, writable) = (ev.readable, ev.writable);
@@ -477,8 +462,10 @@ impl LoopCore {
                 }
                 drop(timer);
             }
-            stale
+            (stale, now)
         };
+        let trimmed = this.spare.lock(py)?.trim(now);
+        drop(trimmed);
         for h in stale {
             if !h.get().repeats() {
                 this.release(py, h);
@@ -487,7 +474,7 @@ impl LoopCore {
 
         // Exactly the callbacks ready now run in this iteration; what they schedule waits for
         // the next one. Taken in one batch; handles cancelled meanwhile are skipped by `run`.
-        let batch: Vec<Ready> = lock(&this.state)?.ready.drain(..).collect();
+        let batch: Vec<Ready> = this.state.lock(py)?.ready.drain(..).collect();
         let debug = this.debug();
         let mut batch = batch.into_iter();
         while let Some(item) = batch.next() {
@@ -498,7 +485,7 @@ impl LoopCore {
                         if err.is_instance_of::<PyKeyboardInterrupt>(py)
                             || err.is_instance_of::<PySystemExit>(py)
                         {
-                            Self::requeue(this, batch)?;
+                            Self::requeue(this, py, batch)?;
                             return Err(err);
                         }
                         // The transports report their own errors; what escapes them (a
@@ -526,7 +513,7 @@ impl LoopCore {
                 this.release(py, handle);
             }
             if let Err(err) = outcome {
-                Self::requeue(this, batch)?;
+                Self::requeue(this, py, batch)?;
                 return Err(err);
             }
         }
@@ -547,9 +534,9 @@ impl LoopCore {
 
     /// Leaving the loop (KeyboardInterrupt, SystemExit): what did not run yet stays first in
     /// line, as in the stdlib.
-    fn requeue(this: &Self, rest: impl Iterator<Item = Ready>) -> PyResult<()> {
+    fn requeue(this: &Self, py: Python<'_>, rest: impl Iterator<Item = Ready>) -> PyResult<()> {
         let rest: Vec<Ready> = rest.collect();
-        let mut st = lock(&this.state)?;
+        let mut st = this.state.lock(py)?;
         for item in rest.into_iter().rev() {
             st.ready.push_front(item);
         }
@@ -558,7 +545,7 @@ impl LoopCore {
 
     fn check_no_transport(&self, py: Python<'_>, fd: RawFd) -> PyResult<()> {
         let target = {
-            let st = lock(&self.state)?;
+            let st = self.state.lock(py)?;
             match st.io.get(&fd).and_then(|e| e.owner.as_ref()) {
                 Some(o) => o.target.clone_ref(py),
                 None => return Ok(()),
@@ -574,7 +561,7 @@ impl LoopCore {
     pub(crate) fn io_attach(&self, py: Python<'_>, fd: RawFd, target: IoTarget) -> PyResult<()> {
         self.check_closed()?;
         let old = {
-            let mut st = lock(&self.state)?;
+            let mut st = self.state.lock(py)?;
             let entry = st.io.entry(fd).or_default();
             let before = entry.interest();
             let old = entry.owner.replace(Owner { target, read: false, write: false });
@@ -587,8 +574,8 @@ impl LoopCore {
     }
 
     /// What the owning transport of `fd` wants to be told about.
-    pub(crate) fn io_update(&self, fd: RawFd, read: bool, write: bool) -> std::io::Result<()> {
-        let mut st = lock(&self.state).map_err(|_| std::io::Error::from(std::io::ErrorKind::WouldBlock))?;
+    pub(crate) fn io_update(&self, py: Python<'_>, fd: RawFd, read: bool, write: bool) -> std::io::Result<()> {
+        let mut st = self.state.lock(py).map_err(|_| std::io::Error::from(std::io::ErrorKind::WouldBlock))?;
         let Some(entry) = st.io.get_mut(&fd) else { return Ok(()) };
         let before = entry.interest();
         let Some(o) = entry.owner.as_mut() else { return Ok(()) };
@@ -609,7 +596,7 @@ impl LoopCore {
     /// The owning transport of `fd` lets go of it.
     pub(crate) fn io_detach(&self, py: Python<'_>, fd: RawFd) -> PyResult<()> {
         let old = {
-            let mut st = lock(&self.state)?;
+            let mut st = self.state.lock(py)?;
             let Some(entry) = st.io.get_mut(&fd) else { return Ok(()) };
             let before = entry.interest();
             let old = entry.owner.take();
@@ -627,15 +614,14 @@ impl LoopCore {
     }
 
     /// Ask for `fd` to be re-armed before the next poll (it may still be ready).
-    pub(crate) fn io_rearm(&self, fd: RawFd) -> PyResult<()> {
-        lock(&self.state)?.rearm.push(fd);
+    pub(crate) fn io_rearm(&self, py: Python<'_>, fd: RawFd) -> PyResult<()> {
+        self.state.lock(py)?.rearm.push(fd);
         Ok(())
     }
 
     /// `call_soon(callback)` for native code.
     pub(crate) fn call_soon_internal_noarg(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
-        let args = PyTuple::empty(slf.py());
-        Self::schedule_soon(slf, callback, &args, None, "call_soon", false)?;
+        Self::schedule_soon(slf, callback, CallArgs::Zero, None, "call_soon", false)?;
         Ok(())
     }
 
@@ -645,8 +631,8 @@ impl LoopCore {
         callback: &Bound<'_, PyAny>,
         arg: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let args = PyTuple::new(slf.py(), [arg])?;
-        Self::schedule_soon(slf, callback, &args, None, "call_soon", false)?;
+        let args = CallArgs::One(arg.clone().unbind());
+        Self::schedule_soon(slf, callback, args, None, "call_soon", false)?;
         Ok(())
     }
 
@@ -719,14 +705,14 @@ impl LoopCore {
         let waker = Waker::new(poller.registry(), WAKER_TOKEN).map_err(|e| os_error(py, e))?;
         let asyncio = py.import("asyncio")?;
         Ok(LoopCore {
-            state: Mutex::new(State::default()),
+            state: GilCell::new(State::default()),
             poller: Mutex::new(poller),
             registry,
             waker,
             parked: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             shared: Arc::new(LoopShared::default()),
-            task_factory: Mutex::new(None),
+            task_factory: GilCell::new(None),
             future_type: asyncio.getattr("Future")?.unbind(),
             task_type: asyncio.getattr("Task")?.unbind(),
             context_free_callback: py
@@ -739,7 +725,7 @@ impl LoopCore {
                 [PyString::intern(py, "loop"), PyString::intern(py, "name")],
             )?
             .unbind(),
-            spare: Mutex::new(Spare::default()),
+            spare: GilCell::new(SparePool::default()),
         })
     }
 
@@ -754,7 +740,7 @@ impl LoopCore {
         args: &Bound<'_, PyTuple>,
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
-        Self::schedule_soon(slf, callback, args, context, "call_soon", true)
+        Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon", true)
     }
 
     #[pyo3(signature = (callback, *args, context=None))]
@@ -764,7 +750,7 @@ impl LoopCore {
         args: &Bound<'_, PyTuple>,
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
-        let handle = Self::schedule_soon(slf, callback, args, context, "call_soon_threadsafe", false)?;
+        let handle = Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon_threadsafe", false)?;
         slf.get().wake();
         Ok(handle)
     }
@@ -781,7 +767,7 @@ impl LoopCore {
             return Err(PyTypeError::new_err("delay must not be None"));
         }
         let when = monotonic() + delay.extract::<f64>()?;
-        Self::schedule_at(slf, when, callback, args, context, "call_later")
+        Self::schedule_at(slf, when, callback, CallArgs::from_tuple(args)?, context, "call_later")
     }
 
     #[pyo3(signature = (when, callback, *args, context=None))]
@@ -795,7 +781,7 @@ impl LoopCore {
         if when.is_none() {
             return Err(PyTypeError::new_err("when cannot be None"));
         }
-        Self::schedule_at(slf, when.extract::<f64>()?, callback, args, context, "call_at")
+        Self::schedule_at(slf, when.extract::<f64>()?, callback, CallArgs::from_tuple(args)?, context, "call_at")
     }
 
     /// Wake the loop if it is waiting for I/O (the stdlib's self-pipe write).
@@ -803,14 +789,14 @@ impl LoopCore {
         let _ = self.waker.wake();
     }
 
-    fn stop(&self) -> PyResult<()> {
-        lock(&self.state)?.stopping = true;
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        self.state.lock(py)?.stopping = true;
         Ok(())
     }
 
     #[getter]
-    fn _stopping(&self) -> PyResult<bool> {
-        Ok(lock(&self.state)?.stopping)
+    fn _stopping(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.state.lock(py)?.stopping)
     }
 
     /// The body of `run_forever`: iterate until `stop()`.
@@ -820,13 +806,13 @@ impl LoopCore {
             if let Err(e) = Self::run_once(slf) {
                 break Err(e);
             }
-            match lock(&this.state) {
+            match this.state.lock(slf.py()) {
                 Ok(st) if st.stopping => break Ok(()),
                 Ok(_) => {}
                 Err(e) => break Err(e),
             }
         };
-        if let Ok(mut st) = lock(&this.state) {
+        if let Ok(mut st) = this.state.lock(slf.py()) {
             st.stopping = false;
         }
         result
@@ -840,7 +826,7 @@ impl LoopCore {
     fn _close_core(&self, py: Python<'_>) -> PyResult<()> {
         self.closed.store(true, Ordering::SeqCst);
         let (ready, timers, io) = {
-            let mut st = lock(&self.state)?;
+            let mut st = self.state.lock(py)?;
             let io: Vec<(RawFd, IoEntry)> = st.io.drain().collect();
             for (fd, entry) in &io {
                 let _ = reactor::update(&self.registry, *fd, entry.interest(), None);
@@ -899,7 +885,7 @@ impl LoopCore {
         let plain = context.is_none()
             && kwargs.is_none_or(|k| k.is_empty())
             && !this.debug()
-            && lock(&this.task_factory)?.is_none();
+            && this.task_factory.lock(py)?.is_none();
         if !plain {
             return slf.call_method(
                 intern!(py, "_create_task_slow"),
@@ -915,19 +901,19 @@ impl LoopCore {
         }
     }
 
-    fn set_task_factory(&self, factory: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+    fn set_task_factory(&self, py: Python<'_>, factory: Option<Bound<'_, PyAny>>) -> PyResult<()> {
         if let Some(f) = &factory {
             if !f.is_callable() {
                 return Err(PyTypeError::new_err("task factory must be a callable or None"));
             }
         }
-        let old = std::mem::replace(&mut *lock(&self.task_factory)?, factory.map(Bound::unbind));
+        let old = std::mem::replace(&mut *self.task_factory.lock(py)?, factory.map(Bound::unbind));
         drop(old);
         Ok(())
     }
 
     fn get_task_factory(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(lock(&self.task_factory)?.as_ref().map_or_else(|| py.None(), |f| f.clone_ref(py)))
+        Ok(self.task_factory.lock(py)?.as_ref().map_or_else(|| py.None(), |f| f.clone_ref(py)))
     }
 
     #[pyo3(signature = (fd, callback, *args))]
@@ -961,7 +947,7 @@ impl LoopCore {
     /// (reader handle, writer handle) watching `fd`, for the socket helpers and tests.
     fn _watchers(&self, py: Python<'_>, fd: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
         let fd = fileobj_to_fd(fd)?;
-        let st = lock(&self.state)?;
+        let st = self.state.lock(py)?;
         let get = |h: &Option<Py<Handle>>| h.as_ref().map_or_else(|| py.None(), |h| h.clone_ref(py).into_any());
         Ok(match st.io.get(&fd) {
             Some(e) => (get(&e.reader), get(&e.writer)),
@@ -970,13 +956,20 @@ impl LoopCore {
     }
 
     /// Number of (ready callbacks, queued timers, watched fds): for tests and debugging.
-    fn _stats(&self) -> PyResult<(usize, usize, usize)> {
-        let st = lock(&self.state)?;
+    fn _stats(&self, py: Python<'_>) -> PyResult<(usize, usize, usize)> {
+        let st = self.state.lock(py)?;
         Ok((st.ready.len(), st.timers.len(), st.io.len()))
     }
 
+    /// Number of (spare handles, spare timers) kept for reuse: for tests.
+    fn _spare_stats(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
+        Ok(self.spare.lock(py)?.len())
+    }
+
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(st) = try_lock(&self.state) {
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
+        if let Some(st) = self.state.try_lock(py) {
             for item in &st.ready {
                 match item {
                     Ready::Call(h) => visit.call(h)?,
@@ -994,14 +987,14 @@ impl LoopCore {
                 }
             }
         }
-        if let Some(f) = try_lock(&self.task_factory) {
+        if let Some(f) = self.task_factory.try_lock(py) {
             visit.call(&*f)?;
         }
         Ok(())
     }
 
     fn __clear__(&self, py: Python<'_>) {
-        let taken = try_lock(&self.state).map(|mut st| std::mem::take(&mut *st));
+        let taken = self.state.try_lock(py).map(|mut st| std::mem::take(&mut *st));
         if let Some(st) = &taken {
             for item in &st.ready {
                 if let Ready::Call(h) = item {
@@ -1017,7 +1010,7 @@ impl LoopCore {
                 }
             }
         }
-        let factory = try_lock(&self.task_factory).and_then(|mut f| f.take());
+        let factory = self.task_factory.try_lock(py).and_then(|mut f| f.take());
         drop(taken);
         drop(factory);
     }

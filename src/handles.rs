@@ -5,13 +5,14 @@
 //! needs from the loop (the debug flag, the count of cancelled timers) is shared in
 //! `LoopShared`.
 
-use crate::sync::lock;
+use crate::call_args::CallArgs;
+use crate::sync::GilCell;
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PyFloat, PyList, PyTuple};
 use pyo3::{ffi, intern, PyTraverseError, PyVisit};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What a loop shares with the handles it creates.
 #[derive(Default)]
@@ -32,7 +33,7 @@ impl LoopShared {
 
 struct HandleData {
     func: Option<Py<PyAny>>,
-    args: Option<Py<PyTuple>>,
+    args: Option<CallArgs>,
     context: Option<Py<PyAny>>,
     source_traceback: Option<Py<PyAny>>,
     /// Representation frozen at cancel time in debug mode (the callback is gone after).
@@ -41,7 +42,7 @@ struct HandleData {
 
 #[pyclass(module = "swordfish._native", subclass, frozen, weakref)]
 pub struct Handle {
-    data: Mutex<HandleData>,
+    data: GilCell<HandleData>,
     cancelled: AtomicBool,
     /// Reader/writer handles run once per readiness event; the others run once.
     repeat: AtomicBool,
@@ -80,13 +81,13 @@ impl Handle {
     pub fn new(
         py: Python<'_>,
         func: Py<PyAny>,
-        args: Py<PyTuple>,
+        args: CallArgs,
         context: HandleContext,
         shared: &Arc<LoopShared>,
     ) -> PyResult<Self> {
         let context = context.resolve(py)?;
         Ok(Handle {
-            data: Mutex::new(HandleData {
+            data: GilCell::new(HandleData {
                 func: Some(func),
                 args: Some(args),
                 context,
@@ -104,11 +105,11 @@ impl Handle {
         &self,
         py: Python<'_>,
         func: Py<PyAny>,
-        args: Py<PyTuple>,
+        args: CallArgs,
         context: HandleContext,
     ) -> PyResult<()> {
         let context = context.resolve(py)?;
-        let mut d = lock(&self.data)?;
+        let mut d = self.data.lock(py)?;
         d.func = Some(func);
         d.args = Some(args);
         d.context = context;
@@ -136,9 +137,9 @@ impl Handle {
 
     /// Release everything a recycled handle refers to, so that it can wait in the loop's
     /// spare list (still hidden from the GC, which has nothing to find in it).
-    pub fn empty(&self) -> PyResult<()> {
+    pub fn empty(&self, py: Python<'_>) -> PyResult<()> {
         let taken = {
-            let mut d = lock(&self.data)?;
+            let mut d = self.data.lock(py)?;
             (d.func.take(), d.args.take(), d.context.take(), d.source_traceback.take(), d.repr.take())
         };
         drop(taken); // outside the lock: dropping may run Python code
@@ -164,8 +165,8 @@ impl Handle {
         Handle::cancel_impl(slf).map(|_| ())
     }
 
-    pub fn set_source_traceback(&self, tb: Option<Py<PyAny>>) -> PyResult<()> {
-        lock(&self.data)?.source_traceback = tb;
+    pub fn set_source_traceback(&self, py: Python<'_>, tb: Option<Py<PyAny>>) -> PyResult<()> {
+        self.data.lock(py)?.source_traceback = tb;
         Ok(())
     }
 
@@ -181,7 +182,7 @@ impl Handle {
             None
         };
         let (func, args) = {
-            let mut d = lock(&this.data)?;
+            let mut d = this.data.lock(slf.py())?;
             if frozen_repr.is_some() {
                 d.repr = frozen_repr;
             }
@@ -198,7 +199,7 @@ impl Handle {
         if self.is_cancelled() {
             return Ok(false);
         }
-        let taken = match lock(&self.data) {
+        let taken = match self.data.lock(py) {
             Ok(mut d) if consume => match (d.func.take(), d.args.take()) {
                 (Some(f), Some(a)) => Some((f, a, d.context.take())),
                 _ => None,
@@ -217,46 +218,37 @@ impl Handle {
         let Some((func, args, context)) = taken else { return Ok(false) };
         let result = match &context {
             Some(ctx) => run_in_context(py, ctx, &func, &args),
-            None => call(py, &func, &args),
+            None => args.call(py, &func),
         };
         match result {
             Ok(()) => Ok(true),
             Err(err) => {
                 if consume {
                     // The error report shows the handle: give it its callback back.
-                    if let Ok(mut d) = lock(&self.data) {
+                    if let Ok(mut d) = self.data.lock(py) {
                         d.func = Some(func.clone_ref(py));
                         d.args = Some(args.clone_ref(py));
                         d.context = context;
                     }
                 }
+                let args = args.to_tuple(py).unwrap_or_else(|_| PyTuple::empty(py).unbind());
                 Err(Failure { err, func, args })
             }
         }
     }
 }
 
-fn call(py: Python<'_>, func: &Py<PyAny>, args: &Py<PyTuple>) -> PyResult<()> {
-    let args = args.bind(py);
-    if args.is_empty() {
-        func.call0(py)?;
-    } else {
-        func.call1(py, args)?;
-    }
-    Ok(())
-}
-
 fn run_in_context(
     py: Python<'_>,
     ctx: &Py<PyAny>,
     func: &Py<PyAny>,
-    args: &Py<PyTuple>,
+    args: &CallArgs,
 ) -> PyResult<()> {
     // Same as `ctx.run(func, *args)` without building a bound method and an argument tuple.
     if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
         return Err(PyErr::fetch(py));
     }
-    let result = call(py, func, args);
+    let result = args.call(py, func);
     if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
         let exit_err = PyErr::fetch(py);
         return result.and(Err(exit_err));
@@ -296,10 +288,10 @@ pub fn copy_context(py: Python<'_>) -> PyResult<Py<PyAny>> {
 fn handle_repr(obj: &Bound<'_, PyAny>, this: &Handle, when: Option<f64>) -> PyResult<String> {
     let py = obj.py();
     let (func, args, tb, frozen) = {
-        let d = lock(&this.data)?;
+        let d = this.data.lock(py)?;
         (
             d.func.as_ref().map(|f| f.clone_ref(py)),
-            d.args.as_ref().map(|a| a.clone_ref(py)),
+            d.args.as_ref().map(|a| a.to_tuple(py)).transpose()?,
             d.source_traceback.as_ref().map(|t| t.clone_ref(py)),
             d.repr.clone(),
         )
@@ -344,7 +336,7 @@ impl Handle {
     }
 
     fn get_context(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(lock(&self.data)?.context.as_ref().map_or_else(|| py.None(), |c| c.clone_ref(py)))
+        Ok(self.data.lock(py)?.context.as_ref().map_or_else(|| py.None(), |c| c.clone_ref(py)))
     }
 
     #[getter]
@@ -354,15 +346,16 @@ impl Handle {
 
     #[getter]
     fn _callback(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(lock(&self.data)?.func.as_ref().map_or_else(|| py.None(), |f| f.clone_ref(py)))
+        Ok(self.data.lock(py)?.func.as_ref().map_or_else(|| py.None(), |f| f.clone_ref(py)))
     }
 
     #[getter]
     fn _args(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(lock(&self.data)?
-            .args
-            .as_ref()
-            .map_or_else(|| py.None(), |a| a.clone_ref(py).into_any()))
+        let d = self.data.lock(py)?;
+        Ok(match &d.args {
+            Some(a) => a.to_tuple(py)?.into_any(),
+            None => py.None(),
+        })
     }
 
     #[getter]
@@ -372,15 +365,15 @@ impl Handle {
 
     #[getter(_source_traceback)]
     fn source_traceback(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(lock(&self.data)?
+        Ok(self.data.lock(py)?
             .source_traceback
             .as_ref()
             .map_or_else(|| py.None(), |t| t.clone_ref(py)))
     }
 
     #[setter(_source_traceback)]
-    fn set_source_traceback_attr(&self, value: Option<Py<PyAny>>) -> PyResult<()> {
-        self.set_source_traceback(value)
+    fn set_source_traceback_attr(&self, py: Python<'_>, value: Option<Py<PyAny>>) -> PyResult<()> {
+        self.set_source_traceback(py, value)
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -388,10 +381,12 @@ impl Handle {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(d) = crate::sync::try_lock(&self.data) {
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
+        if let Some(d) = self.data.try_lock(py) {
             visit.call(&d.func)?;
             if let Some(a) = &d.args {
-                visit.call(a)?;
+                a.visit(&visit)?;
             }
             visit.call(&d.context)?;
             visit.call(&d.source_traceback)?;
@@ -399,8 +394,8 @@ impl Handle {
         Ok(())
     }
 
-    fn __clear__(&self) {
-        if let Some(mut d) = crate::sync::try_lock(&self.data) {
+    fn __clear__(&self, py: Python<'_>) {
+        if let Some(mut d) = self.data.try_lock(py) {
             let taken = (d.func.take(), d.args.take(), d.context.take(), d.source_traceback.take());
             drop(d);
             drop(taken);

@@ -1,11 +1,13 @@
 //! swordfish's native core: the event loop's scheduling, timers and I/O reactor.
 
+mod call_args;
 mod clock;
 mod event_loop;
 mod handles;
 mod http;
 mod pyutil;
 mod reactor;
+mod spare;
 mod sync;
 mod timers;
 mod transport;
@@ -25,6 +27,7 @@ fn clock_resolution() -> f64 {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    sync::require_gil(m.py())?;
     m.add_class::<event_loop::LoopCore>()?;
     m.add_class::<handles::Handle>()?;
     m.add_class::<handles::TimerHandle>()?;

@@ -239,7 +239,7 @@ fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<PyAny>> {
     let this = proto.get();
     let mut acts = Vec::new();
     let immediate = {
-        let mut c = this.lock()?;
+        let mut c = this.lock(py)?;
         let lost = c.lost;
         let mut resume = false;
         let result = match current(&mut c, gen) {
@@ -271,7 +271,7 @@ fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<PyAny>> {
         return ready(py, msg);
     }
     let fut = this.state.get().lp.call_method0(py, intern!(py, "create_future"))?;
-    let mut c = this.lock()?;
+    let mut c = this.lock(py)?;
     match current(&mut c, gen) {
         Some(req) => req.receive_waiter = Some(fut.clone_ref(py)),
         None => {
@@ -456,7 +456,7 @@ fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_, PyAny>) -
     let mut acts = Vec::new();
     let mut pathsend = None;
     let outcome: PyResult<()> = (|| {
-        let mut c = this.lock()?;
+        let mut c = this.lock(py)?;
         if c.lost {
             return Err(ClientDisconnected::new_err("the client disconnected"));
         }
@@ -599,11 +599,11 @@ fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_, PyAny>) -
         let t = transport.unwrap_or_else(|| py.None());
         return state.pathsend.call1(py, (proto, t, path, gen));
     }
-    let c = this.lock()?;
+    let c = this.lock(py)?;
     if c.writing_paused && !c.lost {
         drop(c);
         let fut = state.lp.call_method0(py, intern!(py, "create_future"))?;
-        this.lock()?.drain_waiters.push(fut.clone_ref(py));
+        this.lock(py)?.drain_waiters.push(fut.clone_ref(py));
         return Ok(fut);
     }
     ready_none(py)
@@ -654,12 +654,13 @@ pub fn task_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, task: &Bound<'_,
 
 /// The app's task ended (with `exc` if it raised).
 pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<PyAny>>) -> PyResult<()> {
+    let py = proto.py();
     let this = proto.get();
     let state = this.state.get();
     state.active_requests.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     let mut acts = Vec::new();
     {
-        let mut c = this.lock()?;
+        let mut c = this.lock(py)?;
         let lost = c.lost;
         match current(&mut c, gen) {
             Some(req) if !req.complete => {
@@ -704,7 +705,7 @@ pub fn pathsend_done(slf: &Bound<'_, HttpProtocol>, gen: u64, ok: bool) -> PyRes
     let this = slf.get();
     let mut acts = Vec::new();
     {
-        let mut c = this.lock()?;
+        let mut c = this.lock(py)?;
         if current(&mut c, gen).is_none() {
             return Ok(());
         }

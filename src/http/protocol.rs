@@ -11,13 +11,12 @@ use super::config::HttpServerState;
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
 use super::response::simple_response;
 use crate::clock::monotonic;
-use crate::sync::{lock, try_lock};
+use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::StreamCore;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
 
 /// Above this much unread body (or pipelined input), reading pauses.
 pub const READ_HIGH_WATER: usize = 64 * 1024;
@@ -115,12 +114,12 @@ pub enum Act {
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct HttpProtocol {
     pub state: Py<HttpServerState>,
-    pub conn: Mutex<Conn>,
+    pub conn: GilCell<Conn>,
 }
 
 impl HttpProtocol {
-    pub fn lock(&self) -> PyResult<MutexGuard<'_, Conn>> {
-        lock(&self.conn)
+    pub fn lock(&self, py: Python<'_>) -> PyResult<GilGuard<'_, Conn>> {
+        self.conn.lock(py)
     }
 
     pub fn st<'a>(&'a self, py: Python<'a>) -> &'a HttpServerState {
@@ -134,7 +133,7 @@ impl HttpProtocol {
         let this = slf.get();
         let mut acts = Vec::new();
         {
-            let mut c = this.lock()?;
+            let mut c = this.lock(py)?;
             if c.lost || c.closing {
                 return Ok(());
             }
@@ -161,7 +160,7 @@ impl HttpProtocol {
                 match act {
                     Act::Write(data) => {
                         let (core, w) = {
-                            let c = this.lock()?;
+                            let c = this.lock(py)?;
                             (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
                         };
                         if let Some(core) = core {
@@ -171,20 +170,20 @@ impl HttpProtocol {
                         }
                     }
                     Act::WriteObj(obj) => {
-                        let w = this.lock()?.write.as_ref().map(|w| w.clone_ref(py));
+                        let w = this.lock(py)?.write.as_ref().map(|w| w.clone_ref(py));
                         if let Some(w) = w {
                             w.call1(py, (obj,))?;
                         }
                     }
                     Act::Close | Act::Abort => {
-                        let t = this.lock()?.transport.as_ref().map(|t| t.clone_ref(py));
+                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
                             let name = if matches!(act, Act::Close) { intern!(py, "close") } else { intern!(py, "abort") };
                             t.call_method0(py, name)?;
                         }
                     }
                     Act::PauseReading | Act::ResumeReading => {
-                        let t = this.lock()?.transport.as_ref().map(|t| t.clone_ref(py));
+                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
                             let name = if matches!(act, Act::PauseReading) {
                                 intern!(py, "pause_reading")
@@ -202,10 +201,10 @@ impl HttpProtocol {
                         }
                     }
                     Act::ArmTimer(delay) => {
-                        let cb = this.lock()?.on_timer.as_ref().map(|c| c.clone_ref(py));
+                        let cb = this.lock(py)?.on_timer.as_ref().map(|c| c.clone_ref(py));
                         if let Some(cb) = cb {
                             let h = state.lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
-                            let mut c = this.lock()?;
+                            let mut c = this.lock(py)?;
                             if c.lost {
                                 drop(c);
                                 h.call_method0(py, intern!(py, "cancel"))?;
@@ -491,7 +490,7 @@ impl HttpProtocol {
     fn new(state: Py<HttpServerState>) -> Self {
         HttpProtocol {
             state,
-            conn: Mutex::new(Conn {
+            conn: GilCell::new(Conn {
                 transport: None,
                 write: None,
                 core: None,
@@ -549,7 +548,7 @@ impl HttpProtocol {
         state.connections.bind(py).add(slf)?;
         let mut acts = Vec::new();
         {
-            let mut c = this.lock()?;
+            let mut c = this.lock(py)?;
             c.transport = Some(transport.clone().unbind());
             c.write = Some(write);
             c.core = core;
@@ -585,7 +584,7 @@ impl HttpProtocol {
         let mut acts = Vec::new();
         let mut dropped = Vec::new();
         {
-            let mut c = this.lock()?;
+            let mut c = this.lock(py)?;
             c.lost = true;
             c.closing = true;
             if let Some(h) = c.timer.take() {
@@ -611,8 +610,8 @@ impl HttpProtocol {
         Self::run_acts(slf, acts)
     }
 
-    fn pause_writing(&self) -> PyResult<()> {
-        self.lock()?.writing_paused = true;
+    fn pause_writing(&self, py: Python<'_>) -> PyResult<()> {
+        self.lock(py)?.writing_paused = true;
         Ok(())
     }
 
@@ -620,7 +619,7 @@ impl HttpProtocol {
         let py = slf.py();
         let mut acts = Vec::new();
         {
-            let mut c = slf.get().lock()?;
+            let mut c = slf.get().lock(py)?;
             c.writing_paused = false;
             for w in c.drain_waiters.drain(..) {
                 acts.push(Act::Resolve(w, py.None()));
@@ -630,10 +629,11 @@ impl HttpProtocol {
     }
 
     fn _on_timer(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
         let this = slf.get();
         let mut acts = Vec::new();
         {
-            let mut c = this.lock()?;
+            let mut c = this.lock(py)?;
             c.timer = None;
             if c.lost || c.timer_kind == TimerKind::None {
                 return Ok(());
@@ -653,9 +653,10 @@ impl HttpProtocol {
 
     /// Graceful shutdown of this connection: close now if idle, else after the response.
     fn shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
         let mut acts = Vec::new();
         {
-            let mut c = slf.get().lock()?;
+            let mut c = slf.get().lock(py)?;
             c.shutdown = true;
             if c.lost {
                 return Ok(());
@@ -684,8 +685,9 @@ impl HttpProtocol {
 
     /// Close at once (the graceful timeout ran out).
     fn abort(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
         {
-            let mut c = slf.get().lock()?;
+            let mut c = slf.get().lock(py)?;
             c.closing = true;
         }
         Self::run_acts(slf, vec![Act::Abort])
@@ -698,13 +700,15 @@ impl HttpProtocol {
 
     /// Whether a request is being served (for the server's shutdown).
     #[getter]
-    fn busy(&self) -> PyResult<bool> {
-        Ok(self.lock()?.req.is_some())
+    fn busy(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.lock(py)?.req.is_some())
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
         visit.call(&self.state)?;
-        if let Some(c) = try_lock(&self.conn) {
+        if let Some(c) = self.conn.try_lock(py) {
             visit.call(&c.transport)?;
             visit.call(&c.write)?;
             visit.call(&c.core)?;
@@ -721,8 +725,8 @@ impl HttpProtocol {
         Ok(())
     }
 
-    fn __clear__(&self) {
-        if let Some(mut c) = try_lock(&self.conn) {
+    fn __clear__(&self, py: Python<'_>) {
+        if let Some(mut c) = self.conn.try_lock(py) {
             c.transport = None;
             c.write = None;
             c.core = None;

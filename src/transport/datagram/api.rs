@@ -37,7 +37,7 @@ impl DatagramCore {
             header,
             drop_empty,
             lp: lp.clone().unbind(),
-            inner: Mutex::new(Inner {
+            inner: GilCell::new(Inner {
                 transport: Some(PyWeakrefReference::new(transport)?.unbind()),
                 protocol: None,
                 sock: Some(sock),
@@ -72,14 +72,14 @@ impl DatagramCore {
             return Err(pyo3::exceptions::PyRuntimeError::new_err("the transport is gone"));
         };
         this.lp.get().io_attach(py, this.fd, IoTarget::Datagram(slf.clone().unbind(), transport))?;
-        this.inner()?.attached = true;
+        this.inner(py)?.attached = true;
         Ok(())
     }
 
     /// Start reading (scheduled right after `connection_made`), unless closed or paused
     /// meanwhile.
     fn _start(&self, py: Python<'_>) -> PyResult<()> {
-        let mut inner = self.inner()?;
+        let mut inner = self.inner(py)?;
         if inner.closing || inner.paused || inner.closed {
             return Ok(());
         }
@@ -88,15 +88,15 @@ impl DatagramCore {
     }
 
     /// Claim the call of `connection_lost`: False when it was made already.
-    fn _lose(&self) -> PyResult<bool> {
-        let mut inner = self.inner()?;
+    fn _lose(&self, py: Python<'_>) -> PyResult<bool> {
+        let mut inner = self.inner(py)?;
         Ok(!std::mem::replace(&mut inner.lost_called, true))
     }
 
     /// Leave the loop's descriptor table: the socket is about to be closed.
     fn _detach(&self, py: Python<'_>) -> PyResult<()> {
         let taken = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.attached {
                 inner.attached = false;
                 inner.reg_read = false;
@@ -121,14 +121,14 @@ impl DatagramCore {
         Ok(())
     }
 
-    fn set_protocol(&self, protocol: Py<PyAny>) -> PyResult<()> {
-        let old = self.inner()?.protocol.replace(protocol);
+    fn set_protocol(&self, py: Python<'_>, protocol: Py<PyAny>) -> PyResult<()> {
+        let old = self.inner(py)?.protocol.replace(protocol);
         drop(old);
         Ok(())
     }
 
     fn get_protocol(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.inner()?.protocol.as_ref().map_or_else(|| py.None(), |p| p.clone_ref(py)))
+        Ok(self.inner(py)?.protocol.as_ref().map_or_else(|| py.None(), |p| p.clone_ref(py)))
     }
 
     #[pyo3(signature = (data, addr=None))]
@@ -149,7 +149,7 @@ impl DatagramCore {
         // One look at the state: (default destination, its native form, whether the
         // connection is lost, whether the socket is closed, whether nothing is queued).
         let (address, address_dest, lost, closed, queue_empty) = {
-            let inner = self.inner()?;
+            let inner = self.inner(py)?;
             (
                 inner.address.as_ref().map(|a| a.clone_ref(py)),
                 inner.address_dest,
@@ -168,7 +168,7 @@ impl DatagramCore {
         }
         if lost && address.is_some() {
             let warn = {
-                let mut inner = self.inner()?;
+                let mut inner = self.inner(py)?;
                 let warn = inner.conn_lost >= LOG_THRESHOLD_FOR_CONNLOST_WRITES;
                 inner.conn_lost += 1;
                 warn
@@ -211,7 +211,7 @@ impl DatagramCore {
                 Err(Failure::WouldBlock) => {
                     let ctx = copy_context(py)?;
                     let old = {
-                        let mut inner = self.inner()?;
+                        let mut inner = self.inner(py)?;
                         inner.writer = true;
                         let old = inner.write_context.replace(ctx);
                         self.sync(py, &mut inner)?;
@@ -227,29 +227,29 @@ impl DatagramCore {
         let copy = bytes_of(data)?;
         let n = copy.bind(py).as_bytes().len() + self.header;
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             inner.queue.push_back(Queued { data: copy, dest });
             inner.size += n;
         }
         self.maybe_pause_protocol(py)
     }
 
-    fn get_write_buffer_size(&self) -> PyResult<usize> {
-        Ok(self.inner()?.size)
+    fn get_write_buffer_size(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.inner(py)?.size)
     }
 
-    fn is_closing(&self) -> PyResult<bool> {
-        Ok(self.inner()?.closing)
+    fn is_closing(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.closing)
     }
 
-    fn is_reading(&self) -> PyResult<bool> {
-        let inner = self.inner()?;
+    fn is_reading(&self, py: Python<'_>) -> PyResult<bool> {
+        let inner = self.inner(py)?;
         Ok(!inner.closing && !inner.paused)
     }
 
     /// True when reading was paused by this call.
     fn pause_reading(&self, py: Python<'_>) -> PyResult<bool> {
-        let mut inner = self.inner()?;
+        let mut inner = self.inner(py)?;
         if inner.closing || inner.paused {
             return Ok(false);
         }
@@ -263,7 +263,7 @@ impl DatagramCore {
     fn resume_reading(&self, py: Python<'_>) -> PyResult<bool> {
         let ctx = copy_context(py)?;
         let old = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.closing || !inner.paused {
                 drop(inner);
                 drop(ctx);
@@ -285,7 +285,7 @@ impl DatagramCore {
     /// Stop reading; lose the connection once the queue is flushed.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let lost = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.closing {
                 return Ok(());
             }
@@ -310,7 +310,7 @@ impl DatagramCore {
     fn _force_close(&self, py: Python<'_>, exc: Option<Py<PyAny>>) -> PyResult<()> {
         let exc = exc.unwrap_or_else(|| py.None());
         let dropped = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.conn_lost > 0 {
                 return Ok(());
             }
@@ -332,8 +332,8 @@ impl DatagramCore {
     }
 
     /// Set validated write limits (the wrapper keeps the values the user gave).
-    fn _set_limits(&self, high: f64, low: f64) -> PyResult<()> {
-        let mut inner = self.inner()?;
+    fn _set_limits(&self, py: Python<'_>, high: f64, low: f64) -> PyResult<()> {
+        let mut inner = self.inner(py)?;
         inner.high = high;
         inner.low = low;
         Ok(())
@@ -344,19 +344,19 @@ impl DatagramCore {
     }
 
     /// (watching for reads, watching for writes, queued size): for `repr()`.
-    fn _state(&self) -> PyResult<(bool, bool, usize)> {
-        let inner = self.inner()?;
+    fn _state(&self, py: Python<'_>) -> PyResult<(bool, bool, usize)> {
+        let inner = self.inner(py)?;
         Ok((inner.reg_read, inner.reg_write, inner.size))
     }
 
     #[getter]
-    fn _conn_lost(&self) -> PyResult<u32> {
-        Ok(self.inner()?.conn_lost)
+    fn _conn_lost(&self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.inner(py)?.conn_lost)
     }
 
     #[getter]
-    fn _closed(&self) -> PyResult<bool> {
-        Ok(self.inner()?.closed)
+    fn _closed(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.closed)
     }
 
     #[getter]
@@ -369,8 +369,10 @@ impl DatagramCore {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
         visit.call(&self.lp)?;
-        if let Some(inner) = try_lock(&self.inner) {
+        if let Some(inner) = self.inner.try_lock(py) {
             visit.call(&inner.transport)?;
             visit.call(&inner.protocol)?;
             visit.call(&inner.sock)?;
@@ -386,8 +388,8 @@ impl DatagramCore {
         Ok(())
     }
 
-    fn __clear__(&self) {
-        let taken = try_lock(&self.inner).map(|mut i| {
+    fn __clear__(&self, py: Python<'_>) {
+        let taken = self.inner.try_lock(py).map(|mut i| {
             let queue: Vec<Queued> = i.queue.drain(..).collect();
             i.size = 0;
             (

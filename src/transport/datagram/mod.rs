@@ -29,7 +29,7 @@ use crate::handles::copy_context;
 use crate::event_loop::LoopCore;
 use crate::pyutil::os_error;
 use crate::reactor::Readiness;
-use crate::sync::{lock, try_lock};
+use crate::sync::{GilCell, GilGuard};
 use pyo3::exceptions::{
     PyAttributeError, PyBlockingIOError, PyInterruptedError, PyKeyboardInterrupt, PyOSError,
     PySystemExit, PyTypeError, PyValueError,
@@ -41,7 +41,6 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::{Mutex, MutexGuard};
 
 /// The largest datagram one read takes (the stdlib's `max_size`); longer ones are truncated,
 /// as `socket.recvfrom(max_size)` truncates them.
@@ -174,12 +173,12 @@ pub struct DatagramCore {
     /// Before 3.13 an empty datagram is silently not sent.
     drop_empty: bool,
     lp: Py<LoopCore>,
-    inner: Mutex<Inner>,
+    inner: GilCell<Inner>,
 }
 
 impl DatagramCore {
-    fn inner(&self) -> PyResult<MutexGuard<'_, Inner>> {
-        lock(&self.inner)
+    fn inner(&self, py: Python<'_>) -> PyResult<GilGuard<'_, Inner>> {
+        self.inner.lock(py)
     }
 
     /// Bring the loop's registration in line with the reader/writer state.
@@ -189,7 +188,7 @@ impl DatagramCore {
         }
         let (r, w) = (inner.reader, inner.writer);
         if (r, w) != (inner.reg_read, inner.reg_write) {
-            self.lp.get().io_update(self.fd, r, w).map_err(|e| os_error(py, e))?;
+            self.lp.get().io_update(py, self.fd, r, w).map_err(|e| os_error(py, e))?;
             inner.reg_read = r;
             inner.reg_write = w;
         }
@@ -197,7 +196,7 @@ impl DatagramCore {
     }
 
     fn transport_obj(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        let weak = try_lock(&self.inner).and_then(|i| i.transport.as_ref().map(|t| t.clone_ref(py)))?;
+        let weak = self.inner.try_lock(py).and_then(|i| i.transport.as_ref().map(|t| t.clone_ref(py)))?;
         weak.bind(py).upgrade().map(Bound::unbind)
     }
 
@@ -207,7 +206,7 @@ impl DatagramCore {
         name: &Bound<'py, PyString>,
         args: impl pyo3::call::PyCallArgs<'py>,
     ) -> PyResult<()> {
-        let proto = self.inner()?.protocol.as_ref().map(|p| p.clone_ref(py));
+        let proto = self.inner(py)?.protocol.as_ref().map(|p| p.clone_ref(py));
         match proto {
             Some(p) => p.bind(py).call_method1(name, args).map(drop),
             None => Ok(()),
@@ -253,7 +252,7 @@ impl DatagramCore {
 
     fn maybe_pause_protocol(&self, py: Python<'_>) -> PyResult<()> {
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if (inner.size as f64) <= inner.high || inner.protocol_paused {
                 return Ok(());
             }
@@ -264,7 +263,7 @@ impl DatagramCore {
 
     fn maybe_resume_protocol(&self, py: Python<'_>) -> PyResult<()> {
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if !(inner.protocol_paused && (inner.size as f64) <= inner.low) {
                 return Ok(());
             }
@@ -322,7 +321,7 @@ impl DatagramCore {
     }
 
     fn python_sendto(&self, py: Python<'_>, data: &Bound<'_, PyAny>, addr: &Option<Py<PyAny>>) -> Result<(), Failure> {
-        let sock = match self.inner() {
+        let sock = match self.inner(py) {
             Ok(inner) => inner.sock.as_ref().map(|s| s.clone_ref(py)),
             Err(e) => return Err(Failure::Other(e)),
         };
@@ -355,14 +354,14 @@ impl DatagramCore {
         let this = slf.get();
         let py = slf.py();
         if ev.readable {
-            let ctx = this.inner()?.read_context.as_ref().map(|c| c.clone_ref(py));
+            let ctx = this.inner(py)?.read_context.as_ref().map(|c| c.clone_ref(py));
             if let Some(ctx) = ctx {
                 in_context(py, &ctx, || this.read_ready(py))?;
             }
         }
         if ev.writable {
             let ctx = {
-                let inner = this.inner()?;
+                let inner = this.inner(py)?;
                 inner.write_context.as_ref().or(inner.read_context.as_ref()).map(|c| c.clone_ref(py))
             };
             if let Some(ctx) = ctx {
@@ -384,7 +383,7 @@ impl DatagramCore {
     /// EAGAIN itself needs no re-arm: the next datagram brings a new edge.
     fn read_ready(&self, py: Python<'_>) -> PyResult<()> {
         let sock = {
-            let inner = self.inner()?;
+            let inner = self.inner(py)?;
             if !inner.reg_read || inner.conn_lost > 0 || inner.closed {
                 return Ok(());
             }
@@ -400,13 +399,13 @@ impl DatagramCore {
         };
         match received {
             Ok((data, addr)) => {
-                self.lp.get().io_rearm(self.fd)?;
+                self.lp.get().io_rearm(py, self.fd)?;
                 let r = self.call_protocol(py, intern!(py, "datagram_received"), (data, addr));
                 self.settle(py, r, "_read_ready")
             }
             Err(Failure::WouldBlock) => Ok(()),
             Err(Failure::Os(e)) => {
-                self.lp.get().io_rearm(self.fd)?;
+                self.lp.get().io_rearm(py, self.fd)?;
                 let r = self.error_received(py, e);
                 self.settle(py, r, "_read_ready")
             }
@@ -463,14 +462,14 @@ impl DatagramCore {
     /// The stdlib's `_sendto_ready`: flush the queue in order until the socket is full.
     fn write_ready(&self, py: Python<'_>) -> PyResult<()> {
         {
-            let inner = self.inner()?;
+            let inner = self.inner(py)?;
             if !inner.reg_write || inner.closed {
                 return Ok(());
             }
         }
         loop {
             let item = {
-                let mut inner = self.inner()?;
+                let mut inner = self.inner(py)?;
                 if inner.closed {
                     return Ok(());
                 }
@@ -492,7 +491,7 @@ impl DatagramCore {
                 Ok(()) => drop(item),
                 Err(Failure::WouldBlock) => {
                     // Try again later, first in line.
-                    let mut inner = self.inner()?;
+                    let mut inner = self.inner(py)?;
                     inner.size += item.data.bind(py).as_bytes().len() + self.header;
                     inner.queue.push_front(item);
                     break;
@@ -501,7 +500,7 @@ impl DatagramCore {
                     // The stdlib stops here and stays registered for writing: on a level-
                     // triggered selector it comes back next iteration, so re-arm to do so.
                     drop(item);
-                    self.lp.get().io_rearm(self.fd)?;
+                    self.lp.get().io_rearm(py, self.fd)?;
                     let r = self.error_received(py, e);
                     return self.settle(py, r, "_sendto_ready");
                 }
@@ -515,7 +514,7 @@ impl DatagramCore {
         }
         self.maybe_resume_protocol(py)?; // may queue more
         let lost = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if !inner.queue.is_empty() {
                 return Ok(());
             }

@@ -29,7 +29,7 @@ impl StreamCore {
             fd,
             kind,
             lp: lp.clone().unbind(),
-            inner: Mutex::new(Inner {
+            inner: GilCell::new(Inner {
                 transport: Some(transport),
                 protocol: None,
                 buffered: false,
@@ -54,16 +54,17 @@ impl StreamCore {
 
     /// Join the loop's descriptor table (the loop must not be closed).
     fn _attach(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
         let this = slf.get();
         this.lp.get().io_attach(slf.py(), this.fd, IoTarget::Stream(slf.clone().unbind()))?;
-        this.inner()?.attached = true;
+        this.inner(py)?.attached = true;
         Ok(())
     }
 
     /// Start watching the descriptor for reads (scheduled right after `connection_made`).
     #[pyo3(signature = (watch_reads=true))]
     fn _start(&self, py: Python<'_>, watch_reads: bool) -> PyResult<()> {
-        let mut inner = self.inner()?;
+        let mut inner = self.inner(py)?;
         inner.started = watch_reads;
         self.sync(py, &mut inner)
     }
@@ -71,7 +72,7 @@ impl StreamCore {
     /// Lend the descriptor to other code (`loop.sendfile`): leave the loop's table and stop
     /// watching, keeping every other state; `_reclaim()` undoes it.
     fn _lend(&self, py: Python<'_>) -> PyResult<()> {
-        let mut inner = self.inner()?;
+        let mut inner = self.inner(py)?;
         if inner.attached {
             inner.attached = false;
             inner.reg_read = false;
@@ -84,11 +85,11 @@ impl StreamCore {
     fn _reclaim(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
-        if this.inner()?.attached || this.inner()?.lost_scheduled {
+        if this.inner(py)?.attached || this.inner(py)?.lost_scheduled {
             return Ok(());
         }
         this.lp.get().io_attach(py, this.fd, IoTarget::Stream(slf.clone().unbind()))?;
-        let mut inner = this.inner()?;
+        let mut inner = this.inner(py)?;
         inner.attached = true;
         this.sync(py, &mut inner)
     }
@@ -96,7 +97,7 @@ impl StreamCore {
     /// Leave the loop's descriptor table: the descriptor is about to be closed.
     fn _detach(&self, py: Python<'_>) -> PyResult<()> {
         let (protocol, transport, waiter) = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.attached {
                 inner.attached = false;
                 inner.reg_read = false;
@@ -109,9 +110,9 @@ impl StreamCore {
         Ok(())
     }
 
-    fn set_protocol(&self, protocol: Py<PyAny>, buffered: bool) -> PyResult<()> {
+    fn set_protocol(&self, py: Python<'_>, protocol: Py<PyAny>, buffered: bool) -> PyResult<()> {
         let old = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             inner.buffered = buffered && self.kind == Kind::Socket;
             inner.protocol.replace(protocol)
         };
@@ -120,13 +121,13 @@ impl StreamCore {
     }
 
     fn get_protocol(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.inner()?.protocol.as_ref().map_or_else(|| py.None(), |p| p.clone_ref(py)))
+        Ok(self.inner(py)?.protocol.as_ref().map_or_else(|| py.None(), |p| p.clone_ref(py)))
     }
 
     fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         self.check_data(data)?;
         if data.len()? == 0 {
-            return self.write_checks();
+            return self.write_checks(py);
         }
         self.write_with(py, |inner| self.write_locked(py, inner, data, true))
     }
@@ -138,7 +139,7 @@ impl StreamCore {
             self.check_data(item)?;
         }
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if self.kind == Kind::Socket {
                 // Before 3.12 the stdlib's writelines() is write(b"".join(...)): its messages.
                 let own = py.version_info() >= (3, 12);
@@ -174,7 +175,7 @@ impl StreamCore {
             // Nothing was queued before: write now, as write() would.
         }
         let flushed = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             let r = inner.wbuf.flush(py, self.fd, self.kind.sink());
             if r.is_ok() {
                 self.sync(py, &mut inner)?;
@@ -199,7 +200,7 @@ impl StreamCore {
             return self.close_impl(py);
         }
         let shutdown_now = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.closing || inner.eof {
                 return Ok(());
             }
@@ -228,7 +229,7 @@ impl StreamCore {
             return self.close_pipe(py, exc);
         }
         let (pending, dropped) = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.conn_lost > 0 {
                 return Ok(());
             }
@@ -245,18 +246,18 @@ impl StreamCore {
         self._force_close(py, None)
     }
 
-    fn is_closing(&self) -> PyResult<bool> {
-        Ok(self.inner()?.closing)
+    fn is_closing(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.closing)
     }
 
-    fn is_reading(&self) -> PyResult<bool> {
-        let inner = self.inner()?;
+    fn is_reading(&self, py: Python<'_>) -> PyResult<bool> {
+        let inner = self.inner(py)?;
         Ok(!inner.paused && !inner.closing)
     }
 
     fn pause_reading(&self, py: Python<'_>) -> PyResult<()> {
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.closing || inner.paused {
                 return Ok(());
             }
@@ -281,7 +282,7 @@ impl StreamCore {
     }
 
     fn resume_reading(&self, py: Python<'_>) -> PyResult<()> {
-        let mut inner = self.inner()?;
+        let mut inner = self.inner(py)?;
         if inner.closing || !inner.paused {
             return Ok(());
         }
@@ -310,48 +311,48 @@ impl StreamCore {
             )));
         }
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             inner.high = high_v as usize;
             inner.low = low_v as usize;
         }
         self.maybe_pause_protocol(py)
     }
 
-    fn get_write_buffer_limits(&self) -> PyResult<(usize, usize)> {
-        let inner = self.inner()?;
+    fn get_write_buffer_limits(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
+        let inner = self.inner(py)?;
         Ok((inner.low, inner.high))
     }
 
-    fn get_write_buffer_size(&self) -> PyResult<usize> {
-        Ok(self.inner()?.wbuf.len())
+    fn get_write_buffer_size(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.inner(py)?.wbuf.len())
     }
 
     /// (watching for reads, watching for writes, queued bytes): for `repr()`.
-    fn _state(&self) -> PyResult<(bool, bool, usize)> {
-        let inner = self.inner()?;
+    fn _state(&self, py: Python<'_>) -> PyResult<(bool, bool, usize)> {
+        let inner = self.inner(py)?;
         Ok((inner.reg_read, inner.reg_write, inner.wbuf.len()))
     }
 
     #[getter]
-    fn _protocol_paused(&self) -> PyResult<bool> {
-        Ok(self.inner()?.protocol_paused)
+    fn _protocol_paused(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.protocol_paused)
     }
 
     #[getter]
-    fn _conn_lost(&self) -> PyResult<u32> {
-        Ok(self.inner()?.conn_lost)
+    fn _conn_lost(&self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.inner(py)?.conn_lost)
     }
 
     #[getter]
-    fn _closed(&self) -> PyResult<bool> {
-        Ok(self.inner()?.lost_scheduled)
+    fn _closed(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.lost_scheduled)
     }
 
     /// For `loop.sendfile`: a future done once the write queue is empty; writes are refused
     /// until `_reset_empty_waiter()`.
     fn _make_empty_waiter(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let empty = {
-            let inner = self.inner()?;
+            let inner = self.inner(py)?;
             if inner.empty_waiter.is_some() {
                 return Err(PyRuntimeError::new_err("Empty waiter is already set"));
             }
@@ -361,12 +362,12 @@ impl StreamCore {
         if empty {
             waiter.call_method1(intern!(py, "set_result"), (py.None(),))?;
         }
-        self.inner()?.empty_waiter = Some(waiter.clone().unbind());
+        self.inner(py)?.empty_waiter = Some(waiter.clone().unbind());
         Ok(waiter.unbind())
     }
 
-    fn _reset_empty_waiter(&self) -> PyResult<()> {
-        let old = self.inner()?.empty_waiter.take();
+    fn _reset_empty_waiter(&self, py: Python<'_>) -> PyResult<()> {
+        let old = self.inner(py)?.empty_waiter.take();
         drop(old);
         Ok(())
     }
@@ -381,8 +382,10 @@ impl StreamCore {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
         visit.call(&self.lp)?;
-        if let Some(inner) = try_lock(&self.inner) {
+        if let Some(inner) = self.inner.try_lock(py) {
             visit.call(&inner.transport)?;
             visit.call(&inner.protocol)?;
             visit.call(&inner.context)?;
@@ -391,8 +394,8 @@ impl StreamCore {
         Ok(())
     }
 
-    fn __clear__(&self) {
-        let taken = try_lock(&self.inner).map(|mut i| {
+    fn __clear__(&self, py: Python<'_>) {
+        let taken = self.inner.try_lock(py).map(|mut i| {
             (i.transport.take(), i.protocol.take(), i.context.take(), i.empty_waiter.take())
         });
         drop(taken);

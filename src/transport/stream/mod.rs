@@ -23,7 +23,7 @@ use crate::transport::pybuf::{in_context, with_bytes, View};
 use crate::transport::write_buffer::{write_once, Sink, WriteBuffer};
 use crate::transport::IoTarget;
 use crate::pyutil::os_error;
-use crate::sync::{lock, try_lock};
+use crate::sync::{GilCell, GilGuard};
 use pyo3::exceptions::{
     PyAssertionError, PyBrokenPipeError, PyKeyboardInterrupt, PyRuntimeError, PySystemExit,
     PyTypeError, PyValueError,
@@ -33,7 +33,6 @@ use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use pyo3::{ffi, intern, PyTraverseError, PyVisit};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Mutex;
 
 /// The most one read takes (the stdlib's `max_size`).
 const MAX_READ: usize = 256 * 1024;
@@ -115,7 +114,7 @@ pub struct StreamCore {
     fd: RawFd,
     kind: Kind,
     lp: Py<LoopCore>,
-    inner: Mutex<Inner>,
+    inner: GilCell<Inner>,
 }
 
 /// What to do once the transport's lock is released.
@@ -129,15 +128,15 @@ fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
 }
 
 impl StreamCore {
-    fn inner(&self) -> PyResult<std::sync::MutexGuard<'_, Inner>> {
-        lock(&self.inner)
+    fn inner(&self, py: Python<'_>) -> PyResult<GilGuard<'_, Inner>> {
+        self.inner.lock(py)
     }
 
     /// Bring the loop's registration in line with what the transport wants.
     fn sync(&self, py: Python<'_>, inner: &mut Inner) -> PyResult<()> {
         let (r, w) = (inner.want_read(self.kind), inner.want_write());
         if (r, w) != (inner.reg_read, inner.reg_write) && inner.attached {
-            self.lp.get().io_update(self.fd, r, w).map_err(|e| os_error(py, e))?;
+            self.lp.get().io_update(py, self.fd, r, w).map_err(|e| os_error(py, e))?;
             inner.reg_read = r;
             inner.reg_write = w;
         }
@@ -145,7 +144,7 @@ impl StreamCore {
     }
 
     fn transport_obj(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        try_lock(&self.inner).and_then(|i| i.transport.as_ref().map(|t| t.clone_ref(py)))
+        self.inner.try_lock(py).and_then(|i| i.transport.as_ref().map(|t| t.clone_ref(py)))
     }
 
     /// Hand an error to the Python transport's `_fatal_error` (report, then close).
@@ -196,13 +195,13 @@ impl StreamCore {
         name: &Bound<'py, pyo3::types::PyString>,
         args: impl pyo3::call::PyCallArgs<'py>,
     ) -> Option<PyResult<Bound<'py, PyAny>>> {
-        let proto = try_lock(&self.inner).and_then(|i| i.protocol.as_ref().map(|p| p.clone_ref(py)))?;
+        let proto = self.inner.try_lock(py).and_then(|i| i.protocol.as_ref().map(|p| p.clone_ref(py)))?;
         Some(proto.bind(py).call_method1(name, args))
     }
 
     fn maybe_pause_protocol(&self, py: Python<'_>) -> PyResult<()> {
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.wbuf.len() <= inner.high || inner.protocol_paused {
                 return Ok(());
             }
@@ -213,7 +212,7 @@ impl StreamCore {
 
     fn maybe_resume_protocol(&self, py: Python<'_>) -> PyResult<()> {
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if !(inner.protocol_paused && inner.wbuf.len() <= inner.low) {
                 return Ok(());
             }
@@ -241,7 +240,7 @@ impl StreamCore {
     pub fn on_ready(slf: &Bound<'_, Self>, ev: Readiness) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
-        let ctx = match this.inner()?.context.as_ref() {
+        let ctx = match this.inner(py)?.context.as_ref() {
             Some(c) => c.clone_ref(py),
             None => return Ok(()),
         };
@@ -258,7 +257,7 @@ impl StreamCore {
 
     fn close_impl(&self, py: Python<'_>) -> PyResult<()> {
         let pending = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             match self.kind {
                 Kind::Socket => {
                     if inner.closing {
@@ -299,7 +298,7 @@ impl StreamCore {
     /// A pipe's `_close(exc)`: drop pending writes, stop watching, lose the connection.
     fn close_pipe(&self, py: Python<'_>, exc: Py<PyAny>) -> PyResult<()> {
         let (pending, dropped) = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             inner.closing = true;
             let dropped = inner.wbuf.clear();
             (self.schedule_connection_lost(py, &mut inner, exc)?, dropped)

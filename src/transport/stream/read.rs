@@ -14,7 +14,7 @@ impl StreamCore {
     /// pending behind the data; a read that returns data then asks for a re-arm.
     pub(super) fn read_ready(&self, py: Python<'_>, read_closed: bool) -> PyResult<()> {
         let buffered = {
-            let inner = self.inner()?;
+            let inner = self.inner(py)?;
             if !inner.reg_read || inner.conn_lost > 0 && self.kind == Kind::Socket {
                 return Ok(());
             }
@@ -29,7 +29,7 @@ impl StreamCore {
 
     pub(super) fn read_bytes(&self, py: Python<'_>, read_closed: bool) -> PyResult<()> {
         if self.kind == Kind::Socket {
-            let http = try_lock(&self.inner)
+            let http = self.inner.try_lock(py)
                 .and_then(|i| i.protocol.as_ref().and_then(|p| p.bind(py).cast::<HttpProtocol>().ok().map(|h| h.clone().unbind())));
             if let Some(http) = http {
                 return self.read_native_http(py, http.bind(py), read_closed);
@@ -65,7 +65,7 @@ impl StreamCore {
             let n = n as usize;
             if read_closed || (n == size && (pending == 0 || pending > MAX_READ)) {
                 // The kernel may hold more (or the end-of-file): no new edge would come.
-                self.lp.get().io_rearm(self.fd)?;
+                self.lp.get().io_rearm(py, self.fd)?;
             }
             if n < size && _PyBytes_Resize(&mut obj, n as ffi::Py_ssize_t) != 0 {
                 return Err(PyErr::fetch(py));
@@ -94,7 +94,7 @@ impl StreamCore {
         let n = n as usize;
         if read_closed || n == FALLBACK_READ {
             // The kernel may hold more (or the end-of-file): no new edge would come.
-            self.lp.get().io_rearm(self.fd)?;
+            self.lp.get().io_rearm(py, self.fd)?;
         }
         // SAFETY: recv initialised the first n bytes.
         let data = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
@@ -162,7 +162,7 @@ impl StreamCore {
             let n = unsafe { libc::recv(self.fd, view.as_mut_ptr(), view.len(), 0) };
             if n > 0 && (n as usize == view.len() || read_closed) {
                 // The kernel may hold more: no new edge would come for it.
-                self.lp.get().io_rearm(self.fd)?;
+                self.lp.get().io_rearm(py, self.fd)?;
             }
             n
         };
@@ -183,7 +183,7 @@ impl StreamCore {
         if self.kind == Kind::ReadPipe {
             // The stdlib's read pipe: eof_received and connection_lost both come later.
             let pending = {
-                let mut inner = self.inner()?;
+                let mut inner = self.inner(py)?;
                 inner.closing = true;
                 self.schedule_connection_lost(py, &mut inner, py.None())?
             };
@@ -197,7 +197,7 @@ impl StreamCore {
             Some(Err(e)) => return self.fatal(py, e, "Fatal error: protocol.eof_received() call failed."),
         };
         if keep_open {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             // Like the stdlib's `_remove_reader`: not a pause, nothing more will come.
             inner.started = false;
             self.sync(py, &mut inner)
@@ -208,7 +208,7 @@ impl StreamCore {
 
     /// The read end of a write pipe went away.
     pub(super) fn write_pipe_peer_closed(&self, py: Python<'_>) -> PyResult<()> {
-        let had_data = !self.inner()?.wbuf.is_empty();
+        let had_data = !self.inner(py)?.wbuf.is_empty();
         let exc = if had_data {
             PyBrokenPipeError::new_err(()).into_value(py).into_any()
         } else {

@@ -6,7 +6,7 @@ use super::*;
 impl StreamCore {
     pub(super) fn write_ready(&self, py: Python<'_>) -> PyResult<()> {
         let result = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if !inner.reg_write || inner.conn_lost > 0 && self.kind == Kind::Socket {
                 return Ok(());
             }
@@ -14,7 +14,7 @@ impl StreamCore {
         };
         if let Err(e) = result {
             let (dropped, waiter) = {
-                let mut inner = self.inner()?;
+                let mut inner = self.inner(py)?;
                 let dropped = inner.wbuf.clear();
                 if self.kind != Kind::Socket {
                     inner.conn_lost += 1;
@@ -33,7 +33,7 @@ impl StreamCore {
         }
         self.maybe_resume_protocol(py)?;
         let (drained, closing, eof, waiter) = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             let drained = inner.wbuf.is_empty();
             if drained {
                 self.sync(py, &mut inner)?;
@@ -48,7 +48,7 @@ impl StreamCore {
         }
         if closing {
             let pending = {
-                let mut inner = self.inner()?;
+                let mut inner = self.inner(py)?;
                 self.schedule_connection_lost(py, &mut inner, py.None())?
             };
             // The stdlib calls connection_lost at once here, not on the next iteration.
@@ -135,8 +135,8 @@ impl StreamCore {
     }
 
     /// The stdlib's refusals of `write()`, checked before anything else.
-    pub(super) fn write_checks(&self) -> PyResult<()> {
-        let inner = self.inner()?;
+    pub(super) fn write_checks(&self, py: Python<'_>) -> PyResult<()> {
+        let inner = self.inner(py)?;
         if self.kind == Kind::Socket {
             if inner.eof {
                 return Err(PyRuntimeError::new_err("Cannot call write() after write_eof()"));
@@ -150,9 +150,9 @@ impl StreamCore {
 
     /// `write()` of non-empty data: `queue` writes or queues it with the lock held.
     pub(super) fn write_with(&self, py: Python<'_>, queue: impl FnOnce(&mut Inner) -> PyResult<After>) -> PyResult<()> {
-        self.write_checks()?;
+        self.write_checks(py)?;
         let after = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if self.swallow_write(py, &mut inner)? {
                 return Ok(());
             }
@@ -168,7 +168,7 @@ impl StreamCore {
     /// once when nothing is queued, copied into the queue otherwise; no Python object.
     pub fn write_slice(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         if data.is_empty() {
-            return self.write_checks();
+            return self.write_checks(py);
         }
         self.write_with(py, |inner| self.write_bytes_locked(py, inner, data, None, true))
     }

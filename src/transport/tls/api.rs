@@ -40,7 +40,7 @@ impl TlsCore {
             errors,
             handshake_timeout,
             shutdown_timeout,
-            inner: Mutex::new(Inner {
+            inner: GilCell::new(Inner {
                 state: State::Unwrapped,
                 app_state: if call_connection_made { AppState::Init } else { AppState::Connected },
                 raw: None,
@@ -69,14 +69,14 @@ impl TlsCore {
         })
     }
 
-    fn _set_app_transport(&self, t: Py<PyAny>) -> PyResult<()> {
-        self.inner()?.app_transport = Some(t);
+    fn _set_app_transport(&self, py: Python<'_>, t: Py<PyAny>) -> PyResult<()> {
+        self.inner(py)?.app_transport = Some(t);
         Ok(())
     }
 
-    fn _set_app_protocol(&self, p: Py<PyAny>, buffered: bool) -> PyResult<()> {
+    fn _set_app_protocol(&self, py: Python<'_>, p: Py<PyAny>, buffered: bool) -> PyResult<()> {
         let old = {
-            let mut i = self.inner()?;
+            let mut i = self.inner(py)?;
             i.app_buffered = buffered;
             i.app_protocol.replace(p)
         };
@@ -102,7 +102,7 @@ impl TlsCore {
             .and_then(|c| c.cast_into::<StreamCore>().ok())
             .map(Bound::unbind);
         {
-            let mut i = slf.get().inner()?;
+            let mut i = slf.get().inner(py)?;
             i.raw = Some(transport.clone().unbind());
             i.raw_core = core;
         }
@@ -112,7 +112,7 @@ impl TlsCore {
     fn connection_lost(&self, py: Python<'_>, exc: Py<PyAny>) -> PyResult<()> {
         let _ = self.outgoing.bind(py).call_method0(intern!(py, "read"));
         let (notify, protocol, timers, backlog, raw, core, t) = {
-            let mut i = self.inner()?;
+            let mut i = self.inner(py)?;
             let backlog = std::mem::take(&mut i.backlog);
             i.backlog_size = 0;
             i.conn_lost += 1;
@@ -146,7 +146,7 @@ impl TlsCore {
         let this = slf.get();
         let py = slf.py();
         this.incoming.bind(py).call_method1(intern!(py, "write"), (data,))?;
-        match this.state()? {
+        match this.state(py)? {
             State::Handshake => Self::do_handshake(slf),
             State::Wrapped => Self::do_read(slf),
             State::Flushing => Self::do_flush(slf),
@@ -158,23 +158,23 @@ impl TlsCore {
     fn eof_received(slf: &Bound<'_, Self>) -> PyResult<Option<bool>> {
         let this = slf.get();
         let py = slf.py();
-        this.inner()?.eof_received = true;
+        this.inner(py)?.eof_received = true;
         let result = (|| -> PyResult<Option<bool>> {
-            match this.state()? {
+            match this.state(py)? {
                 State::Handshake => {
                     let e = PyConnectionResetError::new_err(());
                     Self::on_handshake_complete(slf, Some(e))?;
                 }
                 State::Wrapped => {
-                    this.set_state(State::Flushing)?;
-                    if this.inner()?.app_reading_paused {
+                    this.set_state(py, State::Flushing)?;
+                    if this.inner(py)?.app_reading_paused {
                         return Ok(Some(true));
                     }
                     Self::do_flush(slf)?;
                 }
                 State::Flushing => {
                     this.do_write(py)?;
-                    this.set_state(State::Shutdown)?;
+                    this.set_state(py, State::Shutdown)?;
                     Self::do_shutdown(slf)?;
                 }
                 State::Shutdown => Self::do_shutdown(slf)?,
@@ -190,20 +190,20 @@ impl TlsCore {
         result
     }
 
-    fn pause_writing(&self) -> PyResult<()> {
-        self.inner()?.ssl_writing_paused = true;
+    fn pause_writing(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner(py)?.ssl_writing_paused = true;
         Ok(())
     }
 
     fn resume_writing(&self, py: Python<'_>) -> PyResult<()> {
-        self.inner()?.ssl_writing_paused = false;
+        self.inner(py)?.ssl_writing_paused = false;
         self.process_outgoing(py)
     }
 
     fn _check_handshake_timeout(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
-        if this.state()? == State::Handshake {
+        if this.state(py)? == State::Handshake {
             let msg = format!(
                 "SSL handshake is taking longer than {} seconds: aborting the connection",
                 this.handshake_timeout.bind(py).str()?
@@ -215,7 +215,7 @@ impl TlsCore {
     }
 
     fn _check_shutdown_timeout(&self, py: Python<'_>) -> PyResult<()> {
-        if matches!(self.state()?, State::Flushing | State::Shutdown) {
+        if matches!(self.state(py)?, State::Flushing | State::Shutdown) {
             if let Some(raw) = self.raw(py) {
                 let timeout = py.import("asyncio")?.getattr("TimeoutError")?;
                 let exc = timeout.call1(("SSL shutdown timed out",))?;
@@ -231,7 +231,7 @@ impl TlsCore {
 
     /// After `resume_reading()`: continue where reading stopped.
     fn _resume(slf: &Bound<'_, Self>) -> PyResult<()> {
-        match slf.get().state()? {
+        match slf.get().state(slf.py())? {
             State::Wrapped => Self::do_read(slf),
             State::Flushing => Self::do_flush(slf),
             State::Shutdown => Self::do_shutdown(slf),
@@ -261,14 +261,15 @@ impl TlsCore {
         self.write_appdata(py, items)
     }
 
-    fn is_closing(&self) -> PyResult<bool> {
-        Ok(self.inner()?.closed)
+    fn is_closing(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.closed)
     }
 
     /// `close()` of the application's transport: flush, exchange close_notify, close.
     fn close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
         {
-            let mut i = slf.get().inner()?;
+            let mut i = slf.get().inner(py)?;
             if i.closed {
                 return Ok(());
             }
@@ -283,23 +284,24 @@ impl TlsCore {
 
     #[pyo3(signature = (exc=None))]
     fn _force_close(&self, py: Python<'_>, exc: Option<Py<PyAny>>) -> PyResult<()> {
-        self.inner()?.closed = true;
+        self.inner(py)?.closed = true;
         self.abort(py, exc.unwrap_or_else(|| py.None()))
     }
 
-    fn is_reading(&self) -> PyResult<bool> {
-        Ok(!self.inner()?.app_reading_paused)
+    fn is_reading(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(!self.inner(py)?.app_reading_paused)
     }
 
-    fn pause_reading(&self) -> PyResult<()> {
-        self.inner()?.app_reading_paused = true;
+    fn pause_reading(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner(py)?.app_reading_paused = true;
         Ok(())
     }
 
     fn resume_reading(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
         let this = slf.get();
         {
-            let mut i = this.inner()?;
+            let mut i = this.inner(py)?;
             if !i.app_reading_paused {
                 return Ok(());
             }
@@ -313,15 +315,15 @@ impl TlsCore {
     fn set_write_buffer_limits(&self, py: Python<'_>, high: Option<i64>, low: Option<i64>) -> PyResult<()> {
         let (hi, lo) = flow_limits(high, low, 512 * 1024)?;
         {
-            let mut i = self.inner()?;
+            let mut i = self.inner(py)?;
             i.write_high = hi;
             i.write_low = lo;
         }
         self.control_app_writing(py)
     }
 
-    fn get_write_buffer_limits(&self) -> PyResult<(usize, usize)> {
-        let i = self.inner()?;
+    fn get_write_buffer_limits(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
+        let i = self.inner(py)?;
         Ok((i.write_low, i.write_high))
     }
 
@@ -333,15 +335,15 @@ impl TlsCore {
     fn set_read_buffer_limits(&self, py: Python<'_>, high: Option<i64>, low: Option<i64>) -> PyResult<()> {
         let (hi, lo) = flow_limits(high, low, 256 * 1024)?;
         {
-            let mut i = self.inner()?;
+            let mut i = self.inner(py)?;
             i.read_high = hi;
             i.read_low = lo;
         }
         self.control_ssl_reading(py)
     }
 
-    fn get_read_buffer_limits(&self) -> PyResult<(usize, usize)> {
-        let i = self.inner()?;
+    fn get_read_buffer_limits(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
+        let i = self.inner(py)?;
         Ok((i.read_low, i.read_high))
     }
 
@@ -349,22 +351,24 @@ impl TlsCore {
         self.incoming.bind(py).getattr(intern!(py, "pending"))?.extract()
     }
 
-    fn _append_backlog(&self, data: Bound<'_, PyBytes>) -> PyResult<()> {
-        let mut i = self.inner()?;
+    fn _append_backlog(&self, py: Python<'_>, data: Bound<'_, PyBytes>) -> PyResult<()> {
+        let mut i = self.inner(py)?;
         i.backlog_size += data.len()?;
         i.backlog.push_back(data.unbind());
         Ok(())
     }
 
     #[getter]
-    fn _app_writing_paused(&self) -> PyResult<bool> {
-        Ok(self.inner()?.app_writing_paused)
+    fn _app_writing_paused(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.inner(py)?.app_writing_paused)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
         visit.call(&self.lp)?;
         visit.call(&self.sslobj)?;
-        if let Some(i) = try_lock(&self.inner) {
+        if let Some(i) = self.inner.try_lock(py) {
             visit.call(&i.raw)?;
             visit.call(&i.raw_core)?;
             visit.call(&i.app_transport)?;
@@ -376,8 +380,8 @@ impl TlsCore {
         Ok(())
     }
 
-    fn __clear__(&self) {
-        let taken = try_lock(&self.inner).map(|mut i| {
+    fn __clear__(&self, py: Python<'_>) {
+        let taken = self.inner.try_lock(py).map(|mut i| {
             (
                 i.raw.take(),
                 i.raw_core.take(),
@@ -394,15 +398,16 @@ impl TlsCore {
 
 impl TlsCore {
     fn start_shutdown_from_app(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
         // The stdlib marks the transport closed first, then starts the shutdown (which
         // returns at once when one is under way).
         let this = slf.get();
-        let state = this.state()?;
+        let state = this.state(py)?;
         if matches!(state, State::Flushing | State::Shutdown | State::Unwrapped) {
             return Ok(());
         }
         {
-            let mut i = this.inner()?;
+            let mut i = this.inner(py)?;
             i.closed = true;
         }
         if state == State::Handshake {

@@ -16,13 +16,12 @@ mod session;
 
 use crate::transport::stream::StreamCore;
 use crate::event_loop::LoopCore;
-use crate::sync::{lock, try_lock};
+use crate::sync::{GilCell, GilGuard};
 use pyo3::exceptions::{PyConnectionAbortedError, PyConnectionResetError, PyKeyboardInterrupt, PySystemExit, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use pyo3::{intern, PyTraverseError, PyVisit};
 use std::collections::VecDeque;
-use std::sync::Mutex;
 
 /// The most one `SSLObject.read` returns.
 const MAX_READ: usize = 256 * 1024;
@@ -93,7 +92,7 @@ pub struct TlsCore {
     /// As given (a number of seconds): the timeout message shows it the way Python does.
     handshake_timeout: Py<PyAny>,
     shutdown_timeout: Py<PyAny>,
-    inner: Mutex<Inner>,
+    inner: GilCell<Inner>,
 }
 
 fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
@@ -101,16 +100,16 @@ fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
 }
 
 impl TlsCore {
-    fn inner(&self) -> PyResult<std::sync::MutexGuard<'_, Inner>> {
-        lock(&self.inner)
+    fn inner(&self, py: Python<'_>) -> PyResult<GilGuard<'_, Inner>> {
+        self.inner.lock(py)
     }
 
-    fn state(&self) -> PyResult<State> {
-        Ok(self.inner()?.state)
+    fn state(&self, py: Python<'_>) -> PyResult<State> {
+        Ok(self.inner(py)?.state)
     }
 
-    fn set_state(&self, s: State) -> PyResult<()> {
-        self.inner()?.state = s;
+    fn set_state(&self, py: Python<'_>, s: State) -> PyResult<()> {
+        self.inner(py)?.state = s;
         Ok(())
     }
 
@@ -125,19 +124,19 @@ impl TlsCore {
     }
 
     fn ssl(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.inner()?.ssl.clone_ref(py))
+        Ok(self.inner(py)?.ssl.clone_ref(py))
     }
 
     fn app_transport(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        try_lock(&self.inner).and_then(|i| i.app_transport.as_ref().map(|t| t.clone_ref(py)))
+        self.inner.try_lock(py).and_then(|i| i.app_transport.as_ref().map(|t| t.clone_ref(py)))
     }
 
     fn app_protocol(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        try_lock(&self.inner).and_then(|i| i.app_protocol.as_ref().map(|t| t.clone_ref(py)))
+        self.inner.try_lock(py).and_then(|i| i.app_protocol.as_ref().map(|t| t.clone_ref(py)))
     }
 
     fn raw(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        try_lock(&self.inner).and_then(|i| i.raw.as_ref().map(|t| t.clone_ref(py)))
+        self.inner.try_lock(py).and_then(|i| i.raw.as_ref().map(|t| t.clone_ref(py)))
     }
 
     fn call_later(&self, py: Python<'_>, delay: &Py<PyAny>, slf: &Bound<'_, Self>, method: &str) -> PyResult<Py<PyAny>> {
@@ -165,7 +164,7 @@ impl TlsCore {
     }
 
     fn wakeup_waiter(&self, py: Python<'_>, exc: Option<Py<PyAny>>) -> PyResult<()> {
-        let Some(w) = self.inner()?.waiter.take() else { return Ok(()) };
+        let Some(w) = self.inner(py)?.waiter.take() else { return Ok(()) };
         let w = w.bind(py);
         if w.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
             return Ok(());

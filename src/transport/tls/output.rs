@@ -8,7 +8,7 @@ impl TlsCore {
 
     pub(super) fn write_appdata(&self, py: Python<'_>, items: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
         {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if matches!(inner.state, State::Flushing | State::Shutdown | State::Unwrapped) {
                 if inner.conn_lost >= LOG_THRESHOLD_FOR_CONNLOST_WRITES {
                     let log = py.import("asyncio.log")?.getattr("logger")?;
@@ -44,14 +44,14 @@ impl TlsCore {
     pub(super) fn do_write(&self, py: Python<'_>) -> PyResult<()> {
         let ssl = self.ssl(py)?;
         loop {
-            let Some(data) = self.inner()?.backlog.front().map(|d| d.clone_ref(py)) else { break };
+            let Some(data) = self.inner(py)?.backlog.front().map(|d| d.clone_ref(py)) else { break };
             let len = data.bind(py).len()?;
             let count: usize = match ssl.bind(py).call_method1(intern!(py, "write"), (&data,)) {
                 Ok(n) => n.extract()?,
                 Err(e) if self.is_again(py, &e) => break,
                 Err(e) => return Err(e),
             };
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             inner.backlog_size -= count.min(inner.backlog_size);
             if count < len {
                 let rest = PyBytes::new(py, &data.bind(py).as_bytes()[count..]).unbind();
@@ -68,7 +68,7 @@ impl TlsCore {
     /// Send what the SSL object produced, unless the socket transport asked us to wait.
     pub(super) fn process_outgoing(&self, py: Python<'_>) -> PyResult<()> {
         let (paused, raw, raw_core) = {
-            let i = self.inner()?;
+            let i = self.inner(py)?;
             (i.ssl_writing_paused, i.raw.as_ref().map(|r| r.clone_ref(py)), i.raw_core.as_ref().map(|r| r.clone_ref(py)))
         };
         if !paused {
@@ -88,13 +88,13 @@ impl TlsCore {
 
     pub(super) fn write_buffer_size(&self, py: Python<'_>) -> PyResult<usize> {
         let pending: usize = self.outgoing.bind(py).getattr(intern!(py, "pending"))?.extract()?;
-        Ok(pending + self.inner()?.backlog_size)
+        Ok(pending + self.inner(py)?.backlog_size)
     }
 
     pub(super) fn control_app_writing(&self, py: Python<'_>) -> PyResult<()> {
         let size = self.write_buffer_size(py)?;
         let action = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if size >= inner.write_high && !inner.app_writing_paused {
                 inner.app_writing_paused = true;
                 Some("pause_writing")
@@ -125,7 +125,7 @@ impl TlsCore {
         let this = slf.get();
         let py = slf.py();
         let state = {
-            let mut inner = this.inner()?;
+            let mut inner = this.inner(py)?;
             if matches!(inner.state, State::Flushing | State::Shutdown | State::Unwrapped) {
                 return Ok(());
             }
@@ -135,22 +135,22 @@ impl TlsCore {
         if state == State::Handshake {
             return this.abort(py, py.None());
         }
-        this.set_state(State::Flushing)?;
+        this.set_state(py, State::Flushing)?;
         let timer = this.call_later(py, &this.shutdown_timeout, slf, "_check_shutdown_timeout")?;
-        this.inner()?.shutdown_timer = Some(timer);
+        this.inner(py)?.shutdown_timer = Some(timer);
         Self::do_flush(slf)
     }
 
     pub(super) fn do_flush(slf: &Bound<'_, Self>) -> PyResult<()> {
         Self::do_read(slf)?;
-        slf.get().set_state(State::Shutdown)?;
+        slf.get().set_state(slf.py(), State::Shutdown)?;
         Self::do_shutdown(slf)
     }
 
     pub(super) fn do_shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
-        let eof = this.inner()?.eof_received;
+        let eof = this.inner(py)?.eof_received;
         if !eof {
             let ssl = this.ssl(py)?;
             match ssl.bind(py).call_method0(intern!(py, "shutdown")) {
@@ -166,7 +166,7 @@ impl TlsCore {
     }
 
     pub(super) fn on_shutdown_complete(&self, py: Python<'_>, failure: Option<PyErr>) -> PyResult<()> {
-        let timer = self.inner()?.shutdown_timer.take();
+        let timer = self.inner(py)?.shutdown_timer.take();
         Self::cancel_timer(py, timer)?;
         match failure {
             Some(e) => self.fatal(py, e, "Error occurred during shutdown"),
@@ -180,7 +180,7 @@ impl TlsCore {
     }
 
     pub(super) fn abort(&self, py: Python<'_>, exc: Py<PyAny>) -> PyResult<()> {
-        self.set_state(State::Unwrapped)?;
+        self.set_state(py, State::Unwrapped)?;
         if let Some(raw) = self.raw(py) {
             raw.bind(py).call_method1(intern!(py, "_force_close"), (exc,))?;
         }

@@ -8,9 +8,9 @@ impl TlsCore {
     pub(super) fn start_handshake(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
-        this.set_state(State::Handshake)?;
+        this.set_state(py, State::Handshake)?;
         let timer = this.call_later(py, &this.handshake_timeout, slf, "_check_handshake_timeout")?;
-        this.inner()?.handshake_timer = Some(timer);
+        this.inner(py)?.handshake_timer = Some(timer);
         Self::do_handshake(slf)
     }
 
@@ -29,20 +29,20 @@ impl TlsCore {
     pub(super) fn on_handshake_complete(slf: &Bound<'_, Self>, failure: Option<PyErr>) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
-        let timer = this.inner()?.handshake_timer.take();
+        let timer = this.inner(py)?.handshake_timer.take();
         Self::cancel_timer(py, timer)?;
         let sslobj = this.sslobj.bind(py);
         let outcome = match failure {
             Some(e) => Err(e),
             None => {
-                this.set_state(State::Wrapped)?;
+                this.set_state(py, State::Wrapped)?;
                 sslobj.call_method0(intern!(py, "getpeercert"))
             }
         };
         let peercert = match outcome {
             Ok(p) => p,
             Err(e) => {
-                this.set_state(State::Unwrapped)?;
+                this.set_state(py, State::Unwrapped)?;
                 let msg = if e.value(py).is_instance(this.errors.cert_error.bind(py)).unwrap_or(false) {
                     "SSL handshake failed on verifying the certificate"
                 } else {
@@ -58,7 +58,7 @@ impl TlsCore {
             t.bind(py).call_method1(intern!(py, "_handshake_done"), (peercert,))?;
         }
         let connect = {
-            let mut inner = this.inner()?;
+            let mut inner = this.inner(py)?;
             if inner.app_state == AppState::Init {
                 inner.app_state = AppState::Connected;
                 true
@@ -81,7 +81,7 @@ impl TlsCore {
         let this = slf.get();
         let py = slf.py();
         let (state, paused, buffered) = {
-            let i = this.inner()?;
+            let i = this.inner(py)?;
             (i.state, i.app_reading_paused, i.app_buffered)
         };
         if !matches!(state, State::Wrapped | State::Flushing) {
@@ -95,7 +95,7 @@ impl TlsCore {
                     Self::read_copied(slf)?;
                 }
                 // Application data queued before a close still goes out before close_notify.
-                if this.inner()?.backlog.is_empty() {
+                if this.inner(py)?.backlog.is_empty() {
                     this.process_outgoing(py)?;
                 } else {
                     this.do_write(py)?;
@@ -177,7 +177,7 @@ impl TlsCore {
 
     pub(super) fn call_eof_received(&self, py: Python<'_>) -> PyResult<()> {
         let call = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if inner.app_state == AppState::Connected {
                 inner.app_state = AppState::Eof;
                 true
@@ -204,7 +204,7 @@ impl TlsCore {
     pub(super) fn control_ssl_reading(&self, py: Python<'_>) -> PyResult<()> {
         let size: usize = self.incoming.bind(py).getattr(intern!(py, "pending"))?.extract()?;
         let action = {
-            let mut inner = self.inner()?;
+            let mut inner = self.inner(py)?;
             if size >= inner.read_high && !inner.ssl_reading_paused {
                 inner.ssl_reading_paused = true;
                 Some("pause_reading")
