@@ -248,7 +248,9 @@ impl LoopCore {
     }
 
     fn wake(&self) {
-        if self.parked.load(Ordering::SeqCst) {
+        // One wake-up per park: the first caller clears the flag, so a thread posting many
+        // callbacks while the loop waits for the GIL makes one eventfd write, not one each.
+        if self.parked.swap(false, Ordering::SeqCst) {
             // A failed wake means the eventfd counter is saturated: the loop is woken anyway.
             let _ = self.waker.wake();
         }
