@@ -31,15 +31,15 @@ The protocols pause reading while their transport's write buffer is full.
 The **native** reference (`benchmarks/echo/native/`) is a single-threaded
 Rust echo server on mio/epoll that writes back whatever it reads at once.
 
-The client (`benchmarks/echo/client.py`) forks one process per connection,
-each with one blocking socket (TCP_NODELAY): it sends `b'x'*(N-1)+b'\\n'` and
-reads until N bytes came back, closed loop. All connections are opened first,
-then {warmup:g} s of unrecorded warm-up and {duration:g} s of recorded round
-trips. requests/s counts completed round trips of all connections; MiB/s is
-the echoed payload in one direction; p50/p99 are round-trip latency
-percentiles over all recorded round trips of the run. At concurrency 4 the
-four client processes share one CPU, so the client can be the bottleneck:
-the *server CPU* column of the detail tables shows how busy the server was.
+The client has one blocking socket (TCP_NODELAY) per connection: it sends
+`b'x'*(N-1)+b'\\n'` and reads until N bytes came back, closed loop. All
+connections are opened first, then {warmup:g} s of unrecorded warm-up and
+{duration:g} s of recorded round trips. requests/s counts completed round
+trips of all connections; MiB/s is the echoed payload in one direction;
+p50/p99 are round-trip latency percentiles over all recorded round trips of
+the run. {client_line} At concurrency 4 the four connections share one CPU,
+so the client can be the bottleneck: the *server CPU* column of the detail
+tables shows how busy the server was.
 
 - **TLS echo**: proto mode with `ssl=` a server context holding a
   self-signed P-256 certificate made by `setup.sh`; the clients use blocking
@@ -69,6 +69,15 @@ def _bytes_label(n):
     return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"
 
 
+CLIENT_LINES = {
+    "native": "The plain runs use the native client (`benchmarks/echo/native/src/"
+              "client.rs`, one thread per connection), so that the client's own cost "
+              "per round trip stays small next to the server's; the TLS runs use "
+              "`benchmarks/echo/client.py` (one process per connection, stdlib `ssl`).",
+    "python": "The client is `benchmarks/echo/client.py`, one process per connection.",
+}
+
+
 def render(plan, view, versions, support, records, elapsed, plot_links, origin):
     """The whole section, markers included. plot_links: name -> relative path;
     origin: where swordfish came from (commit and directory)."""
@@ -84,7 +93,8 @@ def render(plan, view, versions, support, records, elapsed, plot_links, origin):
            "### Method", "",
            METHOD.format(ncpu=os.cpu_count(), warmup=plan.warmup,
                          duration=plan.duration, bulk=_bytes_label(plan.bulk_bytes),
-                         idle=plan.idle_count, repeat=plan.repeat),
+                         idle=plan.idle_count, repeat=plan.repeat,
+                         client_line=CLIENT_LINES[plan.client]),
            tables.spread_line(view), "",
            "### Targets (swordfish)", "",
            tables.target_table(view, plan.modes, plan.sizes, plan.concurrency,

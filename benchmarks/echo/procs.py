@@ -16,6 +16,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SWORDFISH_PATH = os.path.join(REPO, "python")
 NATIVE_BIN = os.path.join(HERE, "native", "target", "release", "echo-native")
+# The native load client: client.py's pingpong test without the Python cost per round trip.
+NATIVE_CLIENT = os.path.join(HERE, "native", "target", "release", "echo-client")
 CERT_DIR = os.path.join(HERE, "certs")
 CERT_FILE = os.path.join(CERT_DIR, "cert.pem")
 READY_TIMEOUT = 30.0
@@ -137,9 +139,18 @@ def running_server(impl, mode, tls, prefix, debug=False):
         errlog.close()
 
 
-def run_client(argv, prefix, timeout, server=None):
-    """Run client.py; return (parsed JSON, None) or (None, reason)."""
-    cmd = prefix + [sys.executable, os.path.join(HERE, "client.py")] + argv
+def native_client_usable(argv):
+    """Whether the native client can run this client.py command line (pingpong, no TLS)."""
+    return argv[0] == "pingpong" and "--tls" not in argv and os.access(NATIVE_CLIENT, os.X_OK)
+
+
+def run_client(argv, prefix, timeout, server=None, native=False):
+    """Run client.py, or the native client when asked and it can; return (parsed JSON,
+    None) or (None, reason)."""
+    if native and native_client_usable(argv):
+        cmd = prefix + [NATIVE_CLIENT] + argv
+    else:
+        cmd = prefix + [sys.executable, os.path.join(HERE, "client.py")] + argv
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env=child_env(), cwd=HERE, stdin=subprocess.DEVNULL)

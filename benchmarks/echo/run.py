@@ -9,7 +9,8 @@
 
 Servers (server.py on asyncio, uvloop, rloop or swordfish, in raw, stream,
 proto and buffered mode, and the native Rust reference) run pinned to CPU 0,
-clients (client.py) to CPU 1. Run it with the benchmark venv's python
+clients to CPU 1: the native client (native/src/client.rs) for plain ping-pong
+unless --client python, client.py for TLS, bulk and idle memory. Run it with the benchmark venv's python
 (benchmarks/setup.sh makes it); swordfish comes from ../../python.
 """
 import argparse
@@ -69,6 +70,10 @@ def parse_args(argv):
     p.add_argument("--bulk-bytes", type=int)
     p.add_argument("--idle-count", type=int)
     p.add_argument("--no-pin", action="store_true", help="do not use taskset")
+    p.add_argument("--client", choices=("native", "python"), default="native",
+                   help="load client of the plain ping-pong runs: the native one "
+                        "(echo/native, built by setup.sh) or client.py; TLS runs "
+                        "always use client.py (default: native)")
     p.add_argument("--swordfish", metavar="DIR", default=procs.SWORDFISH_PATH,
                    help="directory holding the swordfish package (default: %(default)s, "
                         "where `make build` leaves it); e.g. an unpacked wheel, so a "
@@ -195,7 +200,8 @@ def measure(args):
 def make_plan(args, pin=None):
     return Plan(args.loops, args.modes, args.sizes, args.concurrency, args.tests,
                 args.duration, args.warmup, args.repeat, args.bulk_bytes,
-                args.idle_count, pin=not args.no_pin if pin is None else pin)
+                args.idle_count, pin=not args.no_pin if pin is None else pin,
+                client=getattr(args, "client", "native"))
 
 
 def publish(args, data):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare the echo benchmark (idempotent, cheap when nothing changed):
-#   1. build the native reference server native/target/release/echo-native
+#   1. build the native reference server native/target/release/echo-native and
+#      the native load client native/target/release/echo-client
 #      (cargo, its own target dir; the package is not part of swordfish's crate)
 #   2. make a self-signed TLS certificate for localhost in certs/ (openssl CLI;
 #      the key is generated here, never committed: certs/ is gitignored)
@@ -12,7 +13,7 @@ status=0
 if command -v cargo >/dev/null; then
     if ! CARGO_TARGET_DIR="$here/native/target" cargo build --release --quiet \
             --manifest-path "$here/native/Cargo.toml" >&2; then
-        echo "echo/setup.sh: building the native echo server failed" >&2
+        echo "echo/setup.sh: building the native echo server and client failed" >&2
         status=1
     fi
 else

@@ -21,12 +21,14 @@ class Plan:
     """What to run; built by run.py from the command line."""
 
     def __init__(self, loops, modes, sizes, concurrency, tests, duration, warmup,
-                 repeat, bulk_bytes, idle_count, pin=True):
+                 repeat, bulk_bytes, idle_count, pin=True, client="native"):
         self.loops, self.modes, self.sizes = loops, modes, sizes
         self.concurrency, self.tests = concurrency, tests
         self.duration, self.warmup, self.repeat = duration, warmup, repeat
         self.bulk_bytes, self.idle_count = bulk_bytes, idle_count
         self.server_pin, self.client_pin = procs.pin_prefixes(0, 1, pin)
+        # Which client drives the plain ping-pong runs (TLS always uses client.py).
+        self.client = client
 
 
 class Suite:
@@ -86,8 +88,11 @@ class Suite:
                 if "--server-pid" in argv:
                     argv[argv.index("--server-pid") + 1] = str(server.pid)
                 cpu0, wall0 = procs.cpu_seconds(server.pid), time.monotonic()
+                native = self.plan.client == "native"
                 out, error = procs.run_client(argv, self.plan.client_pin, timeout,
-                                              server)
+                                              server, native=native)
+                rec["client"] = ("native" if native and procs.native_client_usable(argv)
+                                 else "python")
                 cpu1, wall1 = procs.cpu_seconds(server.pid), time.monotonic()
         except (procs.Unsupported, procs.ServerFailed) as exc:
             out, error, cpu0 = None, f"server: {exc}", None
