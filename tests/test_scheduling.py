@@ -493,3 +493,28 @@ def test_failing_dropped_handle_is_reported_with_its_callback(loop):
     loop.call_soon(got.append, "after")  # a handle the failures let go of still works
     run_callbacks(loop)
     assert got == ["after"]
+
+
+@pytest.mark.parametrize("args", [(), ("a",), ("a", 2), ("a", 2, None), tuple(range(7))])
+def test_callback_arguments_of_every_count(loop, args):
+    # Handles keep one or two arguments without a tuple: every count behaves the same.
+    got = []
+    h = loop.call_soon(lambda *a: got.append(a), *args)
+    t = loop.call_later(0, lambda *a: got.append(a), *args)
+    assert h._args == args and t._args == args
+    run_callbacks(loop)
+    assert got == [args, args]
+
+
+def test_failing_callback_report_shows_its_arguments(loop):
+    reports = []
+    loop.set_exception_handler(lambda lp, ctx: reports.append(ctx))
+
+    def explode(*a):
+        raise ValueError(a)
+
+    loop.call_soon(explode, "one")
+    loop.call_soon(explode, "one", "two")
+    run_callbacks(loop)
+    assert [r["exception"].args[0] for r in reports] == [("one",), ("one", "two")]
+    assert all(r["handle"]._args == r["exception"].args[0] for r in reports)
