@@ -56,7 +56,7 @@ impl StreamCore {
     fn _attach(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        this.lp.get().io_attach(slf.py(), this.fd, IoTarget::Stream(slf.clone().unbind()))?;
+        this.lp.get().io_attach(py, this.fd, IoTarget::Stream(slf.clone().unbind()))?;
         this.inner(py)?.attached = true;
         Ok(())
     }
