@@ -34,9 +34,7 @@ impl<T> GilCell<T> {
 
     /// Borrow the value; an error if it is borrowed already (re-entry).
     pub fn lock<'a>(&'a self, py: Python<'_>) -> PyResult<GilGuard<'a, T>> {
-        self.try_lock(py).ok_or_else(|| {
-            PyRuntimeError::new_err("swordfish: loop state re-entered while it was being changed")
-        })
+        self.try_lock(py).ok_or_else(reentered)
     }
 
     /// Borrow the value unless it is borrowed already (for the GC's traverse, which must not
@@ -90,18 +88,16 @@ pub fn require_gil(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// Lock a `Mutex` of a structure not yet moved to `GilCell`; re-entry is an error as above.
-pub fn lock<T>(m: &std::sync::Mutex<T>) -> PyResult<std::sync::MutexGuard<'_, T>> {
-    try_lock(m).ok_or_else(|| {
-        PyRuntimeError::new_err("swordfish: loop state re-entered while it was being changed")
-    })
+fn reentered() -> PyErr {
+    PyRuntimeError::new_err("swordfish: loop state re-entered while it was being changed")
 }
 
-/// Lock for use inside the GC's traverse: never blocks, skips when busy.
-pub fn try_lock<T>(m: &std::sync::Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+/// Lock the one structure that stays a `Mutex` because it is used with the GIL released (the
+/// poller). Only the loop's own thread takes it, so a busy lock means re-entry, as above.
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> PyResult<std::sync::MutexGuard<'_, T>> {
     match m.try_lock() {
-        Ok(g) => Some(g),
-        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => None,
+        Ok(g) => Ok(g),
+        Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => Err(reentered()),
     }
 }
