@@ -7,6 +7,7 @@ use crate::clock::monotonic;
 use crate::handles::{hand_back, hide_from_gc, Failure, Handle, HandleContext, LoopShared, TimerHandle};
 use crate::pyutil::{fileobj_to_fd, os_error, vectorcall_kw};
 use crate::reactor::{self, Poller, Readiness, WAKER_TOKEN};
+use crate::sock_ops;
 use crate::spare::SparePool;
 use crate::sync::{lock, GilCell};
 use crate::timers::TimerQueue;
@@ -14,8 +15,8 @@ use crate::transport::IoTarget;
 use mio::{Registry, Waker};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
-use pyo3::{intern, PyTraverseError, PyVisit};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::{ffi, intern, PyTraverseError, PyVisit};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,11 +36,26 @@ struct Owner {
     write: bool,
 }
 
+/// A registration left in epoll after the socket operation that used it finished, for the
+/// next operation on the same socket: a task that loops over `sock_recv` would otherwise
+/// add and delete the registration every time (two `epoll_ctl` calls, an eighth of the
+/// server's time in a ping-pong). It expires after two loop iterations without use.
+struct Linger {
+    interest: mio::Interest,
+    /// The socket object: the registration is reused only for the same object, which this
+    /// keeps alive, so a closed descriptor whose number went to a new socket (and which
+    /// epoll dropped) is never taken for registered.
+    sock: Py<PyAny>,
+    since: u64,
+}
+
 #[derive(Default)]
 struct IoEntry {
     reader: Option<Py<Handle>>,
     writer: Option<Py<Handle>>,
     owner: Option<Owner>,
+    /// Only while the entry is otherwise unused.
+    linger: Option<Linger>,
 }
 
 impl IoEntry {
@@ -48,8 +64,20 @@ impl IoEntry {
         reactor::interest(self.reader.is_some() || r, self.writer.is_some() || w)
     }
 
+    /// What epoll holds for the descriptor.
+    fn registered(&self) -> Option<mio::Interest> {
+        self.interest().or_else(|| self.linger.as_ref().map(|l| l.interest))
+    }
+
     fn is_unused(&self) -> bool {
         self.reader.is_none() && self.writer.is_none() && self.owner.is_none()
+    }
+
+    fn slot(&mut self, which: Which) -> &mut Option<Py<Handle>> {
+        match which {
+            Which::Reader => &mut self.reader,
+            Which::Writer => &mut self.writer,
+        }
     }
 }
 
@@ -64,6 +92,10 @@ struct State {
     ready: VecDeque<Ready>,
     timers: TimerQueue<Py<TimerHandle>>,
     io: HashMap<RawFd, IoEntry>,
+    /// Descriptors whose entry lingers (see `Linger`), with when it started.
+    lingering: Vec<(RawFd, u64)>,
+    /// Loop iterations so far.
+    iteration: u64,
     /// Descriptors that fired in the last iteration and must be re-armed before polling.
     rearm: Vec<RawFd>,
     stopping: bool,
@@ -90,9 +122,12 @@ pub struct LoopCore {
     /// Handles and timers that ran and that nothing else refers to, kept for reuse (see
     /// `Handle::recyclable`). They refer to nothing while they wait here.
     spare: GilCell<SparePool>,
+    /// The buffer `sock_recv` reads into, kept between reads (see `sock_ops::recv`).
+    recv_spare: GilCell<Option<Py<PyBytes>>>,
 }
 
-enum Which {
+#[derive(Clone, Copy)]
+pub(crate) enum Which {
     Reader,
     Writer,
 }
@@ -263,32 +298,45 @@ impl LoopCore {
         args: &Bound<'_, PyTuple>,
         which: Which,
     ) -> PyResult<Py<Handle>> {
+        let fd = fileobj_to_fd(fileobj)?;
+        slf.get().check_closed()?;
+        let handle = Self::new_handle(slf, callback, CallArgs::from_tuple(args)?, None, None)?;
+        Self::watch(slf, fd, handle, which, None)
+    }
+
+    /// Make `handle` the reader or writer of `fd`, replacing (and cancelling) the one before.
+    /// `drained`: the socket object whose operation just found `fd` would block. Then no
+    /// data can be waiting unseen, and a lingering registration for that socket is used as
+    /// it is (epoll is edge-triggered: whatever arrives from now on raises an event).
+    pub(crate) fn watch(
+        slf: &Bound<'_, Self>,
+        fd: RawFd,
+        handle: Handle,
+        which: Which,
+        drained: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Handle>> {
         let this = slf.get();
         let py = slf.py();
-        let fd = fileobj_to_fd(fileobj)?;
         this.check_closed()?;
         this.check_no_transport(py, fd)?;
-        let handle = Py::new(py, Self::new_handle(slf, callback, CallArgs::from_tuple(args)?, None, None)?)?;
+        let handle = Py::new(py, handle)?;
         handle.get().mark_repeating();
         this.hold(handle.bind(py).as_any());
-        let replaced = {
+        let (replaced, linger) = {
             let mut st = this.state.lock(py)?;
             let entry = st.io.entry(fd).or_default();
-            let old_interest = entry.interest();
-            let slot = match which {
-                Which::Reader => &mut entry.reader,
-                Which::Writer => &mut entry.writer,
-            };
+            let old_interest = entry.registered();
+            let linger = entry.linger.take();
+            let slot = entry.slot(which);
             let previous = slot.replace(handle.clone_ref(py));
             let new_interest = entry.interest();
-            if let Err(e) = reactor::update(&this.registry, fd, old_interest, new_interest) {
+            let in_place = new_interest == old_interest
+                && matches!((&linger, drained), (Some(l), Some(s)) if l.sock.is(s));
+            let res = if in_place { Ok(()) } else { reactor::update(&this.registry, fd, old_interest, new_interest) };
+            if let Err(e) = res {
                 // Put things back as they were.
                 let entry = st.io.get_mut(&fd).expect("entry inserted above");
-                let slot = match which {
-                    Which::Reader => &mut entry.reader,
-                    Which::Writer => &mut entry.writer,
-                };
-                let ours = std::mem::replace(slot, previous);
+                let ours = std::mem::replace(entry.slot(which), previous);
                 if entry.is_unused() {
                     st.io.remove(&fd);
                 }
@@ -296,11 +344,12 @@ impl LoopCore {
                 if let Some(h) = &ours {
                     hand_back(h.bind(py));
                 }
-                drop(ours);
+                drop((ours, linger));
                 return Err(os_error(py, e));
             }
-            previous
+            (previous, linger)
         };
+        drop(linger);
         if let Some(old) = replaced {
             Handle::retire(old.bind(py))?;
         }
@@ -315,21 +364,50 @@ impl LoopCore {
             return Ok(false);
         }
         this.check_no_transport(py, fd)?;
+        this.unwatch(py, fd, which, |_| true, None)
+    }
+
+    /// Remove the reader or writer of `fd` if `is_it` says it is the one to remove. `sock`:
+    /// the socket whose finished operation it served; if nothing else uses `fd`, its
+    /// registration lingers for that socket's next operation (see `Linger`).
+    pub(crate) fn unwatch(
+        &self,
+        py: Python<'_>,
+        fd: RawFd,
+        which: Which,
+        is_it: impl FnOnce(&Handle) -> bool,
+        sock: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         let removed = {
-            let mut st = this.state.lock(py)?;
+            let mut st = self.state.lock(py)?;
+            let iteration = st.iteration;
             let Some(entry) = st.io.get_mut(&fd) else { return Ok(false) };
             let old_interest = entry.interest();
-            let removed = match which {
-                Which::Reader => entry.reader.take(),
-                Which::Writer => entry.writer.take(),
-            };
-            let new_interest = entry.interest();
+            let slot = entry.slot(which);
+            if !slot.as_ref().is_some_and(|h| is_it(h.get())) {
+                return Ok(false);
+            }
+            let removed = slot.take();
+            let mut new_interest = entry.interest();
             if entry.is_unused() {
-                st.io.remove(&fd);
+                match (sock, old_interest) {
+                    (Some(sock), Some(interest)) => {
+                        entry.linger = Some(Linger { interest, sock: sock.clone().unbind(), since: iteration });
+                        st.lingering.push((fd, iteration));
+                        new_interest = old_interest;
+                    }
+                    _ => {
+                        st.io.remove(&fd);
+                    }
+                }
             }
             // Deregistering cannot fail in a way the caller could act on (the fd may be
             // closed already); modifying to the remaining interest can, so report that.
-            let res = reactor::update(&this.registry, fd, old_interest, new_interest);
+            let res = if new_interest == old_interest {
+                Ok(())
+            } else {
+                reactor::update(&self.registry, fd, old_interest, new_interest)
+            };
             if let Err(e) = res {
                 drop(st);
                 if let Some(h) = &removed {
@@ -354,8 +432,10 @@ impl LoopCore {
         let this = slf.get();
         let py = slf.py();
 
-        let (timeout, cancelled_timers, skip_poll) = {
+        let (timeout, cancelled_timers, skip_poll, expired) = {
             let mut st = this.state.lock(py)?;
+            st.iteration += 1;
+            let expired = this.expire_lingering(&mut st);
             let cancelled = this.clean_timers(py, &mut st);
             for fd in std::mem::take(&mut st.rearm) {
                 if let Some(entry) = st.io.get(&fd) {
@@ -378,8 +458,9 @@ impl LoopCore {
             // With callbacks ready and no descriptor registered, a poll could only report the
             // waker, which matters only to a parked loop: skip the syscall.
             let skip_poll = timeout == Some(Duration::ZERO) && st.io.is_empty();
-            (timeout, cancelled, skip_poll)
+            (timeout, cancelled, skip_poll, expired)
         };
+        drop(expired);
         for t in cancelled_timers {
             this.release(py, t.into_bound(py).into_super().unbind());
         }
@@ -522,6 +603,28 @@ impl LoopCore {
         Ok(())
     }
 
+    /// Deregister what lingered unused for two iterations (see `Linger`); the caller drops
+    /// what this returns once the state is unlocked (it holds socket objects).
+    fn expire_lingering(&self, st: &mut State) -> Vec<Linger> {
+        let State { io, lingering, iteration, .. } = st;
+        let mut expired = Vec::new();
+        lingering.retain(|&(fd, since)| {
+            if *iteration - since < 2 {
+                return true;
+            }
+            // A newer entry in the list stands for a registration that was reused since.
+            if let Some(entry) = io.get_mut(&fd) {
+                if let Some(l) = entry.linger.take_if(|l| l.since == since) {
+                    let _ = reactor::update(&self.registry, fd, Some(l.interest), None);
+                    io.remove(&fd);
+                    expired.push(l);
+                }
+            }
+            false
+        });
+        expired
+    }
+
     fn report_io_error(slf: &Bound<'_, Self>, err: PyErr) {
         let py = slf.py();
         let ctx = PyDict::new(py);
@@ -565,10 +668,14 @@ impl LoopCore {
         let old = {
             let mut st = self.state.lock(py)?;
             let entry = st.io.entry(fd).or_default();
-            let before = entry.interest();
+            let before = entry.registered();
+            let linger = entry.linger.take();
             let old = entry.owner.replace(Owner { target, read: false, write: false });
             let after = entry.interest();
-            reactor::update(&self.registry, fd, before, after).map_err(|e| os_error(py, e))?;
+            let res = reactor::update(&self.registry, fd, before, after);
+            drop(st);
+            drop(linger);
+            res.map_err(|e| os_error(py, e))?;
             old
         };
         drop(old);
@@ -619,6 +726,33 @@ impl LoopCore {
     pub(crate) fn io_rearm(&self, py: Python<'_>, fd: RawFd) -> PyResult<()> {
         self.state.lock(py)?.rearm.push(fd);
         Ok(())
+    }
+
+    /// A handle for a native watcher callback: no arguments, and no context (native code
+    /// reads no context variable).
+    pub(crate) fn native_handle(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<Handle> {
+        Handle::new(py, callback, CallArgs::Zero, HandleContext::Unneeded, &self.shared)
+    }
+
+    /// The kept receive buffer, taken out (see `sock_ops::recv`).
+    pub(crate) fn recv_buffer<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        let taken = self.recv_spare.lock(py).ok()?.take();
+        taken.map(|b| b.into_bound(py))
+    }
+
+    /// Keep a receive buffer that nothing else refers to, if it is at most `limit` bytes.
+    pub(crate) fn keep_recv_buffer(&self, py: Python<'_>, buf: Bound<'_, PyBytes>, limit: usize) {
+        // SAFETY: reading the reference count of an object we hold.
+        let unshared = unsafe { ffi::Py_REFCNT(buf.as_ptr()) } == 1;
+        if unshared && buf.as_bytes().len() <= limit {
+            let old = self.recv_spare.lock(py).ok().and_then(|mut s| s.replace(buf.unbind()));
+            drop(old); // outside the borrow
+        }
+    }
+
+    /// `create_future()` for native code.
+    pub(crate) fn new_future<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        vectorcall_kw(slf.py(), &slf.get().future_type, &[slf.as_any()], &slf.get().kw_loop)
     }
 
     /// `call_soon(callback)` for native code.
@@ -728,6 +862,7 @@ impl LoopCore {
             )?
             .unbind(),
             spare: GilCell::new(SparePool::default()),
+            recv_spare: GilCell::new(None),
         })
     }
 
@@ -831,9 +966,10 @@ impl LoopCore {
             let mut st = self.state.lock(py)?;
             let io: Vec<(RawFd, IoEntry)> = st.io.drain().collect();
             for (fd, entry) in &io {
-                let _ = reactor::update(&self.registry, *fd, entry.interest(), None);
+                let _ = reactor::update(&self.registry, *fd, entry.registered(), None);
             }
             st.rearm.clear();
+            st.lingering.clear();
             (std::mem::take(&mut st.ready), st.timers.drain(), io)
         };
         for t in &timers {
@@ -869,8 +1005,7 @@ impl LoopCore {
     }
 
     fn create_future<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let this = slf.get();
-        vectorcall_kw(slf.py(), &this.future_type, &[slf.as_any()], &this.kw_loop)
+        Self::new_future(slf)
     }
 
     #[pyo3(signature = (coro, *, name=None, context=None, **kwargs))]
@@ -946,6 +1081,26 @@ impl LoopCore {
         Self::remove_watcher(slf, fd, Which::Writer)
     }
 
+    /// `sock.recv(n)` on a plain non-blocking socket: the bytes, or a future for them.
+    fn _sock_recv<'py>(slf: &Bound<'py, Self>, sock: &Bound<'py, PyAny>, fd: RawFd, n: isize) -> PyResult<Bound<'py, PyAny>> {
+        sock_ops::sock_recv(slf, sock_ops::Target { sock, fd }, n)
+    }
+
+    /// `sock.recv_into(buf)` on a plain non-blocking socket: the count, or a future for it.
+    fn _sock_recv_into<'py>(slf: &Bound<'py, Self>, sock: &Bound<'py, PyAny>, fd: RawFd, buf: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        sock_ops::sock_recv_into(slf, sock_ops::Target { sock, fd }, buf)
+    }
+
+    /// Send all of `data` on a plain non-blocking socket: None when done, else a future.
+    fn _sock_sendall<'py>(slf: &Bound<'py, Self>, sock: &Bound<'py, PyAny>, fd: RawFd, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        sock_ops::sock_sendall(slf, sock_ops::Target { sock, fd }, data)
+    }
+
+    /// The coroutine awaiting `fut` (from `_sock_recv`, …) left early: remove its watcher.
+    fn _sock_abandon(slf: &Bound<'_, Self>, fd: RawFd, fut: &Bound<'_, PyAny>, writing: bool) -> PyResult<bool> {
+        sock_ops::abandon(slf, fd, fut, writing)
+    }
+
     /// (reader handle, writer handle) watching `fd`, for the socket helpers and tests.
     fn _watchers(&self, py: Python<'_>, fd: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
         let fd = fileobj_to_fd(fd)?;
@@ -984,6 +1139,9 @@ impl LoopCore {
             for e in st.io.values() {
                 visit.call(&e.reader)?;
                 visit.call(&e.writer)?;
+                if let Some(l) = &e.linger {
+                    visit.call(&l.sock)?;
+                }
                 if let Some(o) = &e.owner {
                     o.target.visit(&visit)?;
                 }

@@ -146,6 +146,11 @@ impl Handle {
         Ok(())
     }
 
+    /// The callback (None once the handle was cancelled or emptied).
+    pub fn callback<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.data.try_lock(py).and_then(|d| d.func.as_ref().map(|f| f.bind(py).clone()))
+    }
+
     pub fn mark_repeating(&self) {
         self.repeat.store(true, Ordering::Relaxed);
     }

@@ -7,6 +7,7 @@ mod handles;
 mod http;
 mod pyutil;
 mod reactor;
+mod sock_ops;
 mod spare;
 mod sync;
 mod timers;
@@ -31,6 +32,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<event_loop::LoopCore>()?;
     m.add_class::<handles::Handle>()?;
     m.add_class::<handles::TimerHandle>()?;
+    m.add_class::<sock_ops::SockOp>()?;
     m.add_class::<transport::stream::StreamCore>()?;
     m.add_class::<transport::datagram::DatagramCore>()?;
     m.add_class::<transport::tls::TlsCore>()?;

@@ -18,6 +18,9 @@ except ImportError:  # pragma: no cover - Python built without ssl
     ssl = None
 
 _WOULD_BLOCK = (BlockingIOError, InterruptedError)
+# Exactly this type takes the native path; a subclass may override recv/send, so it gets
+# the stdlib's method calls.
+_PLAIN_SOCKET = socket.socket
 
 
 def _check_socket(sock):
@@ -73,13 +76,37 @@ class SocketsMixin:
         else:
             fut.set_result(result)
 
+    # sock_recv, sock_recv_into and sock_sendall make their system calls natively on a plain
+    # non-blocking socket (see src/sock_ops.rs): the result comes back at once, or a future
+    # completed by a watcher. Leaving early (cancelled) removes that watcher.
+
     async def sock_recv(self, sock, n):
-        _check_socket(sock)
-        return await self._sock_op(sock, False, "recv", n)
+        if type(sock) is not _PLAIN_SOCKET or sock.gettimeout() != 0:
+            _check_socket(sock)
+            return await self._sock_op(sock, False, "recv", n)
+        fd = sock.fileno()
+        fut = self._sock_recv(sock, fd, n)
+        if type(fut) is bytes:
+            return fut
+        try:
+            return await fut
+        except BaseException:
+            self._sock_abandon(fd, fut, False)
+            raise
 
     async def sock_recv_into(self, sock, buf):
-        _check_socket(sock)
-        return await self._sock_op(sock, False, "recv_into", buf)
+        if type(sock) is not _PLAIN_SOCKET or sock.gettimeout() != 0:
+            _check_socket(sock)
+            return await self._sock_op(sock, False, "recv_into", buf)
+        fd = sock.fileno()
+        fut = self._sock_recv_into(sock, fd, buf)
+        if type(fut) is int:
+            return fut
+        try:
+            return await fut
+        except BaseException:
+            self._sock_abandon(fd, fut, False)
+            raise
 
     async def sock_recvfrom(self, sock, bufsize):
         _check_socket(sock)
@@ -102,7 +129,20 @@ class SocketsMixin:
         return conn, address
 
     async def sock_sendall(self, sock, data):
-        _check_socket(sock)
+        if type(sock) is not _PLAIN_SOCKET or sock.gettimeout() != 0:
+            _check_socket(sock)
+            return await self._sock_sendall_generic(sock, data)
+        fd = sock.fileno()
+        fut = self._sock_sendall(sock, fd, data)
+        if fut is None:
+            return
+        try:
+            return await fut
+        except BaseException:
+            self._sock_abandon(fd, fut, True)
+            raise
+
+    async def _sock_sendall_generic(self, sock, data):
         try:
             sent = sock.send(data)
         except _WOULD_BLOCK:
