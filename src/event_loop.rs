@@ -118,6 +118,8 @@ pub struct LoopCore {
     /// `asyncio.futures._set_result_unless_cancelled`, see `new_handle`.
     context_free_callback: Py<PyAny>,
     kw_loop: Py<PyTuple>,
+    /// `asyncio.events._get_running_loop`, see `is_running_here`.
+    get_running_loop: Py<PyAny>,
     kw_loop_name: Py<PyTuple>,
     /// Handles and timers that ran and that nothing else refers to, kept for reuse (see
     /// `Handle::recyclable`). They refer to nothing while they wait here.
@@ -750,9 +752,31 @@ impl LoopCore {
         }
     }
 
+    /// Whether this loop is the calling thread's running loop. Then `Future()` and
+    /// `Task(coro)` find it by themselves: passing `loop=` would make CPython build a
+    /// keyword dict for every future and task (the C types have no vectorcall).
+    fn is_running_here(slf: &Bound<'_, Self>) -> bool {
+        let py = slf.py();
+        // SAFETY: a call with the GIL held; the new reference is released here.
+        unsafe {
+            let running = ffi::PyObject_CallNoArgs(slf.get().get_running_loop.as_ptr());
+            if running.is_null() {
+                drop(PyErr::fetch(py));
+                return false;
+            }
+            let here = running == slf.as_ptr();
+            ffi::Py_DECREF(running);
+            here
+        }
+    }
+
     /// `create_future()` for native code.
     pub(crate) fn new_future<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        vectorcall_kw(slf.py(), &slf.get().future_type, &[slf.as_any()], &slf.get().kw_loop)
+        let this = slf.get();
+        if Self::is_running_here(slf) {
+            return this.future_type.bind(slf.py()).call0();
+        }
+        vectorcall_kw(slf.py(), &this.future_type, &[slf.as_any()], &this.kw_loop)
     }
 
     /// `call_soon(callback)` for native code.
@@ -856,6 +880,7 @@ impl LoopCore {
                 .getattr("_set_result_unless_cancelled")?
                 .unbind(),
             kw_loop: PyTuple::new(py, [PyString::intern(py, "loop")])?.unbind(),
+            get_running_loop: py.import("asyncio.events")?.getattr("_get_running_loop")?.unbind(),
             kw_loop_name: PyTuple::new(
                 py,
                 [PyString::intern(py, "loop"), PyString::intern(py, "name")],
@@ -1031,6 +1056,7 @@ impl LoopCore {
             );
         }
         match name {
+            None if Self::is_running_here(slf) => this.task_type.bind(py).call1((coro,)),
             None => vectorcall_kw(py, &this.task_type, &[coro, slf.as_any()], &this.kw_loop),
             Some(n) => {
                 vectorcall_kw(py, &this.task_type, &[coro, slf.as_any(), n], &this.kw_loop_name)

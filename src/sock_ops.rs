@@ -12,23 +12,12 @@
 use crate::event_loop::{LoopCore, Which};
 use crate::pyutil::os_error;
 use crate::sync::GilCell;
-use crate::transport::pybuf::View;
+use crate::transport::pybuf::{read_into_bytes, retry_eintr, View};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use pyo3::{ffi, intern, IntoPyObjectExt, PyTraverseError, PyVisit};
+use pyo3::{intern, IntoPyObjectExt, PyTraverseError, PyVisit};
 use std::io;
 use std::os::fd::RawFd;
-
-extern "C" {
-    // Exported by CPython (PyAPI_FUNC) but not re-exported by pyo3-ffi.
-    fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, newsize: ffi::Py_ssize_t) -> libc::c_int;
-}
-
-/// A read of at most this many bytes is copied out of the loop's receive buffer into a
-/// bytes object of its own size; a larger one takes the buffer itself, shrunk to fit.
-const COPY_OUT_LIMIT: usize = 16 * 1024;
-/// Receive buffers larger than this are not kept between reads.
-const KEEP_LIMIT: usize = 1 << 20;
 
 enum Op {
     Recv(usize),
@@ -55,20 +44,6 @@ pub struct SockOp {
     op: GilCell<Op>,
 }
 
-/// Run a socket system call, retrying when a signal interrupted it (PEP 475).
-fn syscall(mut call: impl FnMut() -> isize) -> io::Result<usize> {
-    loop {
-        let n = call();
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
 /// None: the call would block. Otherwise what the operation gives, or its error.
 type Attempt = Option<PyResult<Py<PyAny>>>;
 
@@ -80,65 +55,16 @@ fn finished(py: Python<'_>, result: io::Result<Py<PyAny>>) -> Attempt {
     }
 }
 
-/// `sock.recv(n)`. Reads go into a bytes object the loop keeps between reads, so a read that
-/// would block allocates nothing, and a small message does not cost an allocation of `n`
-/// bytes and a shrink (a `recv(65536)` answered by 100 bytes is the common case).
+/// `sock.recv(n)`, read through the loop's kept buffer (see `pybuf::read_into_bytes`).
 fn recv(slf: &Bound<'_, LoopCore>, fd: RawFd, n: usize) -> Attempt {
     let py = slf.py();
     if n == 0 {
         // As `socket.recv(0)`: no system call, whatever the socket's state.
         return Some(Ok(PyBytes::new(py, b"").into_any().unbind()));
     }
-    let lp = slf.get();
-    let kept = lp.recv_buffer(py).filter(|b| b.as_bytes().len() >= n);
-    let buf = match kept {
-        Some(b) => b,
-        None => match new_bytes(py, n) {
-            Ok(b) => b,
-            Err(e) => return Some(Err(e)),
-        },
-    };
-    // SAFETY: nobody else refers to `buf` (new, or taken from the loop's keeping), so its
-    // contents may be written; it holds at least `n` bytes.
-    let ptr = unsafe { ffi::PyBytes_AsString(buf.as_ptr()) };
-    let got = syscall(|| unsafe { libc::recv(fd, ptr.cast(), n, 0) });
-    let k = match got {
-        Ok(k) => k,
-        Err(e) => {
-            lp.keep_recv_buffer(py, buf, KEEP_LIMIT);
-            return finished(py, Err(e));
-        }
-    };
-    if k <= COPY_OUT_LIMIT {
-        // SAFETY: recv wrote the first k bytes.
-        let data = PyBytes::new(py, unsafe { std::slice::from_raw_parts(ptr as *const u8, k) });
-        lp.keep_recv_buffer(py, buf, KEEP_LIMIT);
-        return Some(Ok(data.into_any().unbind()));
-    }
-    Some(shrink(py, buf, k))
-}
-
-/// An uninitialised bytes object of `n` bytes.
-fn new_bytes(py: Python<'_>, n: usize) -> PyResult<Bound<'_, PyBytes>> {
-    // SAFETY: PyBytes_FromStringAndSize with a null pointer allocates without filling.
-    unsafe {
-        let obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as ffi::Py_ssize_t);
-        Bound::from_owned_ptr_or_err(py, obj).map(|b| b.cast_into_unchecked())
-    }
-}
-
-/// Hand out `buf`, cut to its first `k` bytes.
-fn shrink(py: Python<'_>, buf: Bound<'_, PyBytes>, k: usize) -> PyResult<Py<PyAny>> {
-    if k == buf.as_bytes().len() {
-        return Ok(buf.into_any().unbind());
-    }
-    let mut obj = buf.into_ptr();
-    // SAFETY: we own the only reference; on failure _PyBytes_Resize frees it and sets an error.
-    unsafe {
-        if _PyBytes_Resize(&mut obj, k as ffi::Py_ssize_t) != 0 {
-            return Err(PyErr::fetch(py));
-        }
-        Ok(Bound::from_owned_ptr(py, obj).unbind())
+    match read_into_bytes(slf.get(), py, n, |buf, len| unsafe { libc::recv(fd, buf, len, 0) }) {
+        Err(e) => Some(Err(e)),
+        Ok(got) => finished(py, got.map(|b| b.into_any().unbind())),
     }
 }
 
@@ -156,7 +82,7 @@ fn recv_into(py: Python<'_>, fd: RawFd, buf: &Bound<'_, PyAny>) -> Attempt {
         // As `socket.recv_into` with an empty buffer: no system call.
         return Some(0usize.into_py_any(py));
     }
-    let got = syscall(|| unsafe { libc::recv(fd, view.as_mut_ptr(), view.len(), 0) });
+    let got = retry_eintr(|| unsafe { libc::recv(fd, view.as_mut_ptr(), view.len(), 0) });
     match got {
         Ok(k) => Some(k.into_py_any(py)),
         Err(e) => finished(py, Err(e)),
@@ -168,7 +94,7 @@ fn send_some(py: Python<'_>, fd: RawFd, data: &View, sent: &mut usize) -> Attemp
     let bytes = data.as_slice();
     while *sent < bytes.len() {
         let rest = &bytes[*sent..];
-        match syscall(|| unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) }) {
+        match retry_eintr(|| unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) }) {
             Ok(k) => *sent += k,
             Err(e) => return finished(py, Err(e)),
         }
@@ -284,7 +210,7 @@ pub fn sock_sendall<'py>(lp: &Bound<'py, LoopCore>, t: Target<'_, 'py>, data: &B
     let view = View::readable(data)?;
     if view.len() == 0 {
         // Nothing to send, but a closed socket still says so, as `sock.send(b"")` does.
-        let got = syscall(|| unsafe { libc::send(fd, view.as_mut_ptr(), 0, libc::MSG_NOSIGNAL) });
+        let got = retry_eintr(|| unsafe { libc::send(fd, view.as_mut_ptr(), 0, libc::MSG_NOSIGNAL) });
         return got.map(|_| lp.py().None().into_bound(lp.py())).map_err(|e| os_error(lp.py(), e));
     }
     let mut sent = 0;

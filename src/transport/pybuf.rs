@@ -1,9 +1,114 @@
 //! What the transports share for talking to Python: buffer views over bytes-like objects and
 //! running protocol callbacks inside a `contextvars.Context`.
 
+use crate::event_loop::LoopCore;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::io;
+
+extern "C" {
+    // Exported by CPython (PyAPI_FUNC) but not re-exported by pyo3-ffi.
+    fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, newsize: ffi::Py_ssize_t) -> libc::c_int;
+}
+
+/// A read of at most this many bytes is copied out of the loop's read buffer into a bytes
+/// object of its own size; a larger one takes the buffer itself, cut to size.
+const COPY_OUT_LIMIT: usize = 16 * 1024;
+/// The smallest read buffer the loop allocates.
+const MIN_KEPT: usize = 64 * 1024;
+/// Read buffers larger than this are not kept between reads.
+const KEEP_LIMIT: usize = 1 << 20;
+
+/// Read at most `max` bytes into a new bytes object, with `read` (a `recv` or `read` call:
+/// the count, or -1 and errno). The read goes into a buffer the loop keeps between reads, so
+/// a read that would block allocates nothing, and a small message costs neither an
+/// allocation of `max` bytes and a shrink nor a FIONREAD call to size it. The outer error
+/// is Python's (no memory), the inner one the system call's; an empty result is end-of-file.
+pub fn read_into_bytes<'py>(
+    lp: &LoopCore,
+    py: Python<'py>,
+    max: usize,
+    mut read: impl FnMut(*mut libc::c_void, usize) -> isize,
+) -> PyResult<io::Result<Bound<'py, PyBytes>>> {
+    let kept = lp.recv_buffer(py).filter(|b| b.as_bytes().len() >= max);
+    let buf = match kept {
+        Some(b) => b,
+        // Big enough for the next small reads of any size as well.
+        None => new_bytes(py, if max < MIN_KEPT { MIN_KEPT } else { max })?,
+    };
+    // SAFETY: nobody else refers to `buf` (new, or taken out of the loop's keeping), so its
+    // contents may be written; it holds at least `max` bytes.
+    let ptr = unsafe { ffi::PyBytes_AsString(buf.as_ptr()) };
+    let n = match retry_eintr(|| read(ptr.cast(), max)) {
+        Ok(n) => n,
+        Err(e) => {
+            lp.keep_recv_buffer(py, buf, KEEP_LIMIT);
+            return Ok(Err(e));
+        }
+    };
+    if n <= COPY_OUT_LIMIT {
+        // SAFETY: the read wrote the first n bytes.
+        let data = PyBytes::new(py, unsafe { std::slice::from_raw_parts(ptr as *const u8, n) });
+        lp.keep_recv_buffer(py, buf, KEEP_LIMIT);
+        return Ok(Ok(data));
+    }
+    shrink(py, buf, n).map(Ok)
+}
+
+/// Read at most `size` bytes into a new bytes object of that size, cut to what was read.
+pub fn read_sized<'py>(
+    py: Python<'py>,
+    size: usize,
+    mut read: impl FnMut(*mut libc::c_void, usize) -> isize,
+) -> PyResult<io::Result<Bound<'py, PyBytes>>> {
+    let buf = new_bytes(py, size)?;
+    // SAFETY: a new bytes object only we refer to, of `size` bytes.
+    let ptr = unsafe { ffi::PyBytes_AsString(buf.as_ptr()) };
+    match retry_eintr(|| read(ptr.cast(), size)) {
+        Err(e) => Ok(Err(e)),
+        Ok(n) => shrink(py, buf, n).map(Ok),
+    }
+}
+
+/// Make a system call (the count, or -1 and errno), again while a signal interrupts it
+/// (PEP 475).
+pub fn retry_eintr(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// An uninitialised bytes object of `n` bytes.
+fn new_bytes(py: Python<'_>, n: usize) -> PyResult<Bound<'_, PyBytes>> {
+    // SAFETY: PyBytes_FromStringAndSize with a null pointer allocates without filling.
+    unsafe {
+        let obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as ffi::Py_ssize_t);
+        Bound::from_owned_ptr_or_err(py, obj).map(|b| b.cast_into_unchecked())
+    }
+}
+
+/// `buf`, cut to its first `n` bytes.
+fn shrink<'py>(py: Python<'py>, buf: Bound<'py, PyBytes>, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+    if n == buf.as_bytes().len() {
+        return Ok(buf);
+    }
+    let mut obj = buf.into_ptr();
+    // SAFETY: we own the only reference; on failure _PyBytes_Resize frees it and sets an error.
+    unsafe {
+        if _PyBytes_Resize(&mut obj, n as ffi::Py_ssize_t) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(Bound::from_owned_ptr(py, obj).cast_into_unchecked())
+    }
+}
 
 /// A contiguous buffer view (PyBUF_SIMPLE, or writable as `socket.recv_into` asks), released
 /// on drop. A non-contiguous object is refused with Python's BufferError.

@@ -29,6 +29,7 @@ impl StreamCore {
             fd,
             kind,
             lp: lp.clone().unbind(),
+            large_reads: AtomicBool::new(false),
             inner: GilCell::new(Inner {
                 transport: Some(transport),
                 protocol: None,

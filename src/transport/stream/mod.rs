@@ -19,7 +19,7 @@ mod write;
 use crate::event_loop::LoopCore;
 use crate::handles::copy_context;
 use crate::reactor::Readiness;
-use crate::transport::pybuf::{in_context, with_bytes, View};
+use crate::transport::pybuf::{in_context, read_into_bytes, read_sized, with_bytes, View};
 use crate::transport::write_buffer::{write_once, Sink, WriteBuffer};
 use crate::transport::IoTarget;
 use crate::pyutil::os_error;
@@ -30,14 +30,17 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
-use pyo3::{ffi, intern, PyTraverseError, PyVisit};
+use pyo3::{intern, PyTraverseError, PyVisit};
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The most one read takes (the stdlib's `max_size`).
 const MAX_READ: usize = 256 * 1024;
+/// A read up to this size counts as small (see `read_bytes`).
+const SMALL_READ: usize = 16 * 1024;
 /// The read size when the kernel does not say how much is waiting (below the allocator's
-/// mmap threshold).
+/// mmap threshold), and the native HTTP protocol's (which reads into the stack).
 const FALLBACK_READ: usize = 64 * 1024;
 /// After this many writes to a lost connection, each further one logs a warning.
 const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
@@ -115,6 +118,8 @@ pub struct StreamCore {
     kind: Kind,
     lp: Py<LoopCore>,
     inner: GilCell<Inner>,
+    /// The last read was large: size the next one with FIONREAD (see `read_bytes`).
+    large_reads: AtomicBool,
 }
 
 /// What to do once the transport's lock is released.

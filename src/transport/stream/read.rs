@@ -4,11 +4,6 @@
 use super::*;
 use crate::http::protocol::HttpProtocol;
 
-extern "C" {
-    // Exported by CPython (PyAPI_FUNC) but not re-exported by pyo3-ffi.
-    pub(super) fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, newsize: ffi::Py_ssize_t) -> libc::c_int;
-}
-
 impl StreamCore {
     /// `read_closed`: the event said the peer closed, so end-of-file (or an error) may be
     /// pending behind the data; a read that returns data then asks for a re-arm.
@@ -35,43 +30,41 @@ impl StreamCore {
                 return self.read_native_http(py, http.bind(py), read_closed);
             }
         }
-        // Size the bytes object to what the kernel holds: one copy, and no 256 KiB
-        // allocation (an mmap/munmap pair in the allocator) per small message.
-        let pending = bytes_pending(self.fd);
-        let size = match pending {
-            0 => FALLBACK_READ,
-            n => n.min(MAX_READ),
-        };
-        // SAFETY: a new, uninitialised bytes object that only we reference; filled by read()
-        // and shrunk to the bytes read before anyone else sees it.
-        let obj = unsafe {
-            let mut obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), size as ffi::Py_ssize_t);
-            if obj.is_null() {
-                return Err(PyErr::fetch(py));
+        // Small messages are read through the loop's kept buffer and copied out (no
+        // allocation of the maximum read size, no FIONREAD call); after a large read the next
+        // one is sized to what the kernel holds, so large messages are read in one piece
+        // without a copy and without a fresh 256 KiB buffer (an mmap) each time.
+        let large = self.large_reads.load(Ordering::Relaxed);
+        let (fd, kind) = (self.fd, self.kind);
+        let read = |buf: *mut libc::c_void, len: usize| unsafe {
+            match kind {
+                Kind::Socket => libc::recv(fd, buf, len, 0),
+                _ => libc::read(fd, buf, len),
             }
-            let buf = ffi::PyBytes_AsString(obj) as *mut libc::c_void;
-            let n = match self.kind {
-                Kind::Socket => libc::recv(self.fd, buf, size, 0),
-                _ => libc::read(self.fd, buf, size),
+        };
+        let (got, size) = if large {
+            let size = match bytes_pending(fd) {
+                0 => FALLBACK_READ,
+                n => n.min(MAX_READ),
             };
-            if n <= 0 {
-                let err = io::Error::last_os_error();
-                ffi::Py_DECREF(obj);
-                if n == 0 {
-                    return self.on_eof(py);
-                }
-                return self.read_failed(py, err);
-            }
-            let n = n as usize;
-            if read_closed || (n == size && (pending == 0 || pending > MAX_READ)) {
-                // The kernel may hold more (or the end-of-file): no new edge would come.
-                self.lp.get().io_rearm(py, self.fd)?;
-            }
-            if n < size && _PyBytes_Resize(&mut obj, n as ffi::Py_ssize_t) != 0 {
-                return Err(PyErr::fetch(py));
-            }
-            Bound::from_owned_ptr(py, obj)
+            (read_sized(py, size, read)?, size)
+        } else {
+            (read_into_bytes(self.lp.get(), py, MAX_READ, read)?, MAX_READ)
         };
+        let obj = match got {
+            Ok(obj) => obj,
+            Err(err) => return self.read_failed(py, err),
+        };
+        let n = obj.as_bytes().len();
+        if n == 0 {
+            return self.on_eof(py);
+        }
+        self.large_reads.store(n > SMALL_READ, Ordering::Relaxed);
+        if read_closed || n == size {
+            // The kernel may hold more (or the end-of-file): no new edge would come. A
+            // shorter read emptied the stream (epoll(7)), so the next data raises an event.
+            self.lp.get().io_rearm(py, self.fd)?;
+        }
         match self.call_protocol(py, intern!(py, "data_received"), (obj,)) {
             Some(Err(e)) if self.kind == Kind::ReadPipe => self.report_callback_error(py, e),
             Some(Err(e)) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
@@ -216,11 +209,10 @@ impl StreamCore {
         };
         self.close_pipe(py, exc)
     }
-
 }
 
 /// Bytes waiting to be read (FIONREAD); 0 when unknown, at end-of-file or on error.
-pub(super) fn bytes_pending(fd: RawFd) -> usize {
+fn bytes_pending(fd: RawFd) -> usize {
     let mut n: libc::c_int = 0;
     // SAFETY: FIONREAD writes one int.
     if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } == 0 && n > 0 {
