@@ -56,6 +56,33 @@ def test_protocol_receives_everything_in_order(loop, run, conn, kind):
 
 
 @kinds
+def test_small_and_large_messages_alternating(loop, run, conn, kind):
+    # Small reads are copied out of a buffer the loop reuses, large ones get their own
+    # object: every chunk handed to data_received must keep its contents.
+    class Keep(Rec):
+        def __init__(self):
+            super().__init__()
+            self.chunks = []
+
+        def data_received(self, data):
+            self.chunks.append(data)
+            super().data_received(data)
+
+    async def main():
+        tr, pr, peer = await conn(Keep, kind)
+        sent = b""
+        for i, size in enumerate([10, 200_000, 3, 40_000, 1, 300_000, 16 * 1024, 7]):
+            message = bytes([i + 1]) * size
+            await loop.sock_sendall(peer, message)
+            sent += message
+            await pr.received(len(sent))
+        assert b"".join(pr.chunks) == sent
+        assert all(type(c) is bytes for c in pr.chunks)
+
+    run(main())
+
+
+@kinds
 @pytest.mark.parametrize("buffered", [False, True], ids=["plain", "buffered"])
 @pytest.mark.parametrize("size", [1000, 8 << 20], ids=["with-eof", "in-flight"])
 def test_data_and_eof_waiting_before_the_transport_exists(loop, run, kind, buffered, size):
