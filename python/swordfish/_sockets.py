@@ -32,6 +32,15 @@ def _check_socket(sock):
         raise ValueError("the socket must be non-blocking")
 
 
+def _plain_fd(sock):
+    """The descriptor of a plain non-blocking socket, whose operations are native; None for
+    anything else (after refusing what the stdlib's checks refuse)."""
+    if type(sock) is _PLAIN_SOCKET and sock.gettimeout() == 0:
+        return sock.fileno()
+    _check_socket(sock)
+    return None
+
+
 def _release(remove, fd, handle, fut):
     # A replaced watcher is cancelled; only remove the one this operation installed.
     if not handle.cancelled():
@@ -81,32 +90,35 @@ class SocketsMixin:
     # completed by a watcher. Leaving early (cancelled) removes that watcher.
 
     async def sock_recv(self, sock, n):
-        if type(sock) is not _PLAIN_SOCKET or sock.gettimeout() != 0:
-            _check_socket(sock)
+        fd = _plain_fd(sock)
+        if fd is None:
             return await self._sock_op(sock, False, "recv", n)
-        fd = sock.fileno()
         fut = self._sock_recv(sock, fd, n)
         if type(fut) is bytes:
             return fut
+        # _sock_wait inlined: this is the hot path of a task that loops over sock_recv.
         try:
             return await fut
         except BaseException:
             self._sock_abandon(fd, fut, False)
             raise
 
-    async def sock_recv_into(self, sock, buf):
-        if type(sock) is not _PLAIN_SOCKET or sock.gettimeout() != 0:
-            _check_socket(sock)
-            return await self._sock_op(sock, False, "recv_into", buf)
-        fd = sock.fileno()
-        fut = self._sock_recv_into(sock, fd, buf)
-        if type(fut) is int:
-            return fut
+    async def _sock_wait(self, fd, fut, writing):
+        """Wait for a native operation's future; leaving early removes its watcher."""
         try:
             return await fut
         except BaseException:
-            self._sock_abandon(fd, fut, False)
+            self._sock_abandon(fd, fut, writing)
             raise
+
+    async def sock_recv_into(self, sock, buf):
+        fd = _plain_fd(sock)
+        if fd is None:
+            return await self._sock_op(sock, False, "recv_into", buf)
+        fut = self._sock_recv_into(sock, fd, buf)
+        if type(fut) is int:
+            return fut
+        return await self._sock_wait(fd, fut, False)
 
     async def sock_recvfrom(self, sock, bufsize):
         _check_socket(sock)
@@ -129,18 +141,13 @@ class SocketsMixin:
         return conn, address
 
     async def sock_sendall(self, sock, data):
-        if type(sock) is not _PLAIN_SOCKET or sock.gettimeout() != 0:
-            _check_socket(sock)
+        fd = _plain_fd(sock)
+        if fd is None:
             return await self._sock_sendall_generic(sock, data)
-        fd = sock.fileno()
         fut = self._sock_sendall(sock, fd, data)
         if fut is None:
             return
-        try:
-            return await fut
-        except BaseException:
-            self._sock_abandon(fd, fut, True)
-            raise
+        return await self._sock_wait(fd, fut, True)
 
     async def _sock_sendall_generic(self, sock, data):
         try:
