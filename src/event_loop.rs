@@ -124,7 +124,7 @@ pub struct LoopCore {
     /// Handles and timers that ran and that nothing else refers to, kept for reuse (see
     /// `Handle::recyclable`). They refer to nothing while they wait here.
     spare: GilCell<SparePool>,
-    /// The buffer `sock_recv` reads into, kept between reads (see `sock_ops::recv`).
+    /// The buffer reads go into, kept between reads (see `pybuf::read_into_bytes`).
     recv_spare: GilCell<Option<Py<PyBytes>>>,
 }
 
@@ -301,7 +301,6 @@ impl LoopCore {
         which: Which,
     ) -> PyResult<Py<Handle>> {
         let fd = fileobj_to_fd(fileobj)?;
-        slf.get().check_closed()?;
         let handle = Self::new_handle(slf, callback, CallArgs::from_tuple(args)?, None, None)?;
         Self::watch(slf, fd, handle, which, None)
     }
@@ -736,13 +735,13 @@ impl LoopCore {
         Handle::new(py, callback, CallArgs::Zero, HandleContext::Unneeded, &self.shared)
     }
 
-    /// The kept receive buffer, taken out (see `sock_ops::recv`).
+    /// The kept read buffer, taken out (see `pybuf::read_into_bytes`).
     pub(crate) fn recv_buffer<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         let taken = self.recv_spare.lock(py).ok()?.take();
         taken.map(|b| b.into_bound(py))
     }
 
-    /// Keep a receive buffer that nothing else refers to, if it is at most `limit` bytes.
+    /// Keep a read buffer that nothing else refers to, if it is at most `limit` bytes.
     pub(crate) fn keep_recv_buffer(&self, py: Python<'_>, buf: Bound<'_, PyBytes>, limit: usize) {
         // SAFETY: reading the reference count of an object we hold.
         let unshared = unsafe { ffi::Py_REFCNT(buf.as_ptr()) } == 1;

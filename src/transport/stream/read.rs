@@ -42,12 +42,16 @@ impl StreamCore {
                 _ => libc::read(fd, buf, len),
             }
         };
-        let (got, size) = if large {
-            let size = match bytes_pending(fd) {
+        // `full`: a read of this many bytes may have left more behind.
+        let (got, full) = if large {
+            let pending = bytes_pending(fd);
+            let size = match pending {
                 0 => FALLBACK_READ,
                 n => n.min(MAX_READ),
             };
-            (read_sized(py, size, read)?, size)
+            // Reading all of a known amount empties the stream.
+            let full = if pending == 0 || pending > MAX_READ { size } else { usize::MAX };
+            (read_sized(py, size, read)?, full)
         } else {
             (read_into_bytes(self.lp.get(), py, MAX_READ, read)?, MAX_READ)
         };
@@ -60,7 +64,7 @@ impl StreamCore {
             return self.on_eof(py);
         }
         self.large_reads.store(n > SMALL_READ, Ordering::Relaxed);
-        if read_closed || n == size {
+        if read_closed || n == full {
             // The kernel may hold more (or the end-of-file): no new edge would come. A
             // shorter read emptied the stream (epoll(7)), so the next data raises an event.
             self.lp.get().io_rearm(py, self.fd)?;
