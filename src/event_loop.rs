@@ -741,11 +741,11 @@ impl LoopCore {
         taken.map(|b| b.into_bound(py))
     }
 
-    /// Keep a read buffer that nothing else refers to, if it is at most `limit` bytes.
-    pub(crate) fn keep_recv_buffer(&self, py: Python<'_>, buf: Bound<'_, PyBytes>, limit: usize) {
+    /// Keep a read buffer for the next read, if nothing else refers to it.
+    pub(crate) fn keep_recv_buffer(&self, py: Python<'_>, buf: Bound<'_, PyBytes>) {
         // SAFETY: reading the reference count of an object we hold.
         let unshared = unsafe { ffi::Py_REFCNT(buf.as_ptr()) } == 1;
-        if unshared && buf.as_bytes().len() <= limit {
+        if unshared {
             let old = self.recv_spare.lock(py).ok().and_then(|mut s| s.replace(buf.unbind()));
             drop(old); // outside the borrow
         }

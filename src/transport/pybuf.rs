@@ -1,5 +1,6 @@
-//! What the transports share for talking to Python: buffer views over bytes-like objects and
-//! running protocol callbacks inside a `contextvars.Context`.
+//! What the transports share for talking to Python: buffer views over bytes-like objects,
+//! reads into new bytes objects (through the loop's kept read buffer), and running protocol
+//! callbacks inside a `contextvars.Context`.
 
 use crate::event_loop::LoopCore;
 use pyo3::ffi;
@@ -14,7 +15,7 @@ extern "C" {
 
 /// A read of at most this many bytes is copied out of the loop's read buffer into a bytes
 /// object of its own size; a larger one takes the buffer itself, cut to size.
-const COPY_OUT_LIMIT: usize = 16 * 1024;
+pub const COPY_OUT_LIMIT: usize = 16 * 1024;
 /// The smallest read buffer the loop allocates.
 const MIN_KEPT: usize = 64 * 1024;
 /// Read buffers larger than this are not kept between reads.
@@ -43,17 +44,24 @@ pub fn read_into_bytes<'py>(
     let n = match retry_eintr(|| read(ptr.cast(), max)) {
         Ok(n) => n,
         Err(e) => {
-            lp.keep_recv_buffer(py, buf, KEEP_LIMIT);
+            keep(lp, py, buf);
             return Ok(Err(e));
         }
     };
     if n <= COPY_OUT_LIMIT {
         // SAFETY: the read wrote the first n bytes.
         let data = PyBytes::new(py, unsafe { std::slice::from_raw_parts(ptr as *const u8, n) });
-        lp.keep_recv_buffer(py, buf, KEEP_LIMIT);
+        keep(lp, py, buf);
         return Ok(Ok(data));
     }
     shrink(py, buf, n).map(Ok)
+}
+
+/// Give the read buffer back to the loop, unless it is too large to keep.
+fn keep(lp: &LoopCore, py: Python<'_>, buf: Bound<'_, PyBytes>) {
+    if buf.as_bytes().len() <= KEEP_LIMIT {
+        lp.keep_recv_buffer(py, buf);
+    }
 }
 
 /// Read at most `size` bytes into a new bytes object of that size, cut to what was read.

@@ -19,7 +19,7 @@ mod write;
 use crate::event_loop::LoopCore;
 use crate::handles::copy_context;
 use crate::reactor::Readiness;
-use crate::transport::pybuf::{in_context, read_into_bytes, read_sized, with_bytes, View};
+use crate::transport::pybuf::{in_context, read_into_bytes, read_sized, with_bytes, View, COPY_OUT_LIMIT};
 use crate::transport::write_buffer::{write_once, Sink, WriteBuffer};
 use crate::transport::IoTarget;
 use crate::pyutil::os_error;
@@ -37,8 +37,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The most one read takes (the stdlib's `max_size`).
 const MAX_READ: usize = 256 * 1024;
-/// A read up to this size counts as small (see `read_bytes`).
-const SMALL_READ: usize = 16 * 1024;
 /// The read size when the kernel does not say how much is waiting (below the allocator's
 /// mmap threshold), and the native HTTP protocol's (which reads into the stack).
 const FALLBACK_READ: usize = 64 * 1024;

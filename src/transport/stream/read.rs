@@ -63,7 +63,8 @@ impl StreamCore {
         if n == 0 {
             return self.on_eof(py);
         }
-        self.large_reads.store(n > SMALL_READ, Ordering::Relaxed);
+        // A read the kept buffer was handed over to counts as large.
+        self.large_reads.store(n > COPY_OUT_LIMIT, Ordering::Relaxed);
         if read_closed || n == full {
             // The kernel may hold more (or the end-of-file): no new edge would come. A
             // shorter read emptied the stream (epoll(7)), so the next data raises an event.
