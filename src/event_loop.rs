@@ -269,6 +269,12 @@ impl LoopCore {
         self.keep_spare(py, handle);
     }
 
+    /// Callbacks are queued for the next round of the ready queue (what the running round
+    /// has scheduled so far, or everything between iterations).
+    pub fn callbacks_waiting(&self, py: Python<'_>) -> bool {
+        self.state.lock(py).is_ok_and(|st| !st.ready.is_empty())
+    }
+
     /// Keep an emptied, unreferenced handle for reuse.
     fn keep_spare(&self, py: Python<'_>, handle: Py<Handle>) {
         if let Ok(mut spare) = self.spare.lock(py) {

@@ -5,6 +5,7 @@ receive/send, keep-alive and pipelining, chunked responses, content-length check
 import asyncio
 import logging
 import os
+import sys
 
 import pytest
 
@@ -48,8 +49,9 @@ def test_scope(loop):
     assert scope["http_version"] == "1.1"
     assert scope["method"] == "GET"
     assert scope["scheme"] == "http"
-    assert scope["path"] == "/p/q/\u00e9"
-    assert scope["raw_path"] == b"/p%2Fq/%C3%A9"
+    # path and raw_path include root_path (the ASGI spec's WSGI section; uvicorn too)
+    assert scope["path"] == "/root/p/q/\u00e9"
+    assert scope["raw_path"] == b"/root/p%2Fq/%C3%A9"
     assert scope["query_string"] == b"a=1&b=%20"
     assert scope["root_path"] == "/root"
     assert scope["headers"] == [(b"host", b"h"), (b"x-mixed-case", b"V"), (b"x-two", b"1"), (b"x-two", b"2")]
@@ -104,6 +106,39 @@ def test_long_pipeline_of_immediate_responses(loop):
             return paths
 
     assert run(loop, main()) == ["/%d" % i for i in range(count)]
+
+
+def test_request_read_with_others_waits_behind_queued_callbacks(sf_loop):
+    # Two requests read in one poll. The first starts at once (an eager task on 3.12+) and
+    # queues a callback; the second must run after that callback, not jump ahead of it: a
+    # CPU-heavy request started eagerly would hold up every wake-up already waiting.
+    if sys.version_info < (3, 12):
+        pytest.skip("requests start as eager tasks on Python 3.12+ only (before, all are queued)")
+    order = []
+
+    async def app(scope, receive, send):
+        order.append(("start", scope["path"]))
+        asyncio.get_running_loop().call_soon(order.append, ("callback", scope["path"]))
+        await responder({"type": "http.response.body", "body": b"ok"})(scope, receive, send)
+
+    async def main():
+        async with serving(app) as server:
+            conns = [await connect(server) for _ in range(2)]
+            for reader, writer in conns:  # both accepted, kept alive and idle
+                writer.write(GET)
+                assert (await read_response(reader)).status == 200
+            for i, (_, writer) in enumerate(conns):
+                writer.write(b"GET /%d HTTP/1.1\r\n" % i + H + b"\r\n")
+            statuses = [(await read_response(reader)).status for reader, _ in conns]
+            for _, writer in conns:
+                writer.close()
+            return statuses
+
+    assert run(sf_loop, main()) == [200, 200]
+    seen = [entry for entry in order if entry[1] != "/"]
+    first = seen[0][1]
+    second = "/1" if first == "/0" else "/0"
+    assert seen == [("start", first), ("callback", first), ("start", second), ("callback", second)]
 
 
 def test_task_factory_set_in_lifespan_is_used(loop):
@@ -172,6 +207,33 @@ def test_response_framing(loop):
     assert empty.status == 204 and empty.header("content-length") is None
     assert plain.header("server") is None and plain.header("date") is None
     assert plain.header("x-default") == "yes"
+
+
+def test_configured_headers_replace_and_yield(loop):
+    # A configured server header replaces the built-in one; a header the app sets replaces
+    # the configured one of that name. No framing header goes out on a 204.
+    async def app(scope, receive, send):
+        headers = [(b"x-team", b"app"), (b"server", b"mine")] if scope["path"] == "/own" else []
+        if scope["path"] == "/204":
+            await send({"type": "http.response.start", "status": 204,
+                        "headers": [(b"content-length", b"5"), (b"transfer-encoding", b"chunked")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def main():
+        async with serving(app, headers=["Server: custom", "X-Team: ops"]) as server:
+            plain, _ = await request(server, GET)
+            own, _ = await request(server, b"GET /own HTTP/1.1\r\n" + H + b"\r\n")
+            empty, _ = await request(server, b"GET /204 HTTP/1.1\r\n" + H + b"\r\n")
+        return plain, own, empty
+
+    plain, own, empty = run(loop, main())
+    values = lambda resp, name: [v for n, v in resp.headers if n == name]  # noqa: E731
+    assert values(plain, "server") == ["custom"] and values(plain, "x-team") == ["ops"]
+    assert values(own, "server") == ["mine"] and values(own, "x-team") == ["app"]
+    assert empty.status == 204 and values(empty, "content-length") == [] == values(empty, "transfer-encoding")
 
 
 def test_head_response_is_one_write(loop):
@@ -269,7 +331,7 @@ def test_expect_100_continue(loop):
     interim, resp, refused, refused_closed = run(loop, main())
     assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
     assert resp.body == b"hello"
-    assert refused.status == 413 and refused_closed
+    assert refused.status == 413 and refused.header("connection") == "close" and refused_closed
 
 
 def test_disconnect_while_app_runs(loop):
@@ -341,6 +403,39 @@ def test_app_exception(loop, where, caplog):
     else:
         assert data.startswith(b"HTTP/1.1 200 ") and b"0\r\n\r\n" not in data
     assert any("Exception in ASGI application" in r.getMessage() for r in caplog.records)
+
+
+def test_access_log_has_a_line_for_every_request(loop, caplog):
+    # Served, failed in the app, refused over a limit or as malformed: one line each, with
+    # the status and body size the client got.
+    async def app(scope, receive, send):
+        if scope["path"] == "/boom":
+            raise ValueError("boom")
+        await echo_app(scope, receive, send)
+
+    async def main():
+        async with serving(app, access_log=True, limit_body_size=10) as server:
+            statuses = []
+            for raw in (
+                b"POST /ok?q=1 HTTP/1.1\r\n" + H + b"Content-Length: 3\r\n\r\nabc",
+                b"GET /boom HTTP/1.1\r\n" + H + b"\r\n",
+                b"POST /big HTTP/1.1\r\n" + H + b"Content-Length: 11\r\n\r\n",
+                b"GET /a b HTTP/1.1\r\n" + H + b"\r\n",
+            ):
+                resp, _ = await request(server, raw)
+                statuses.append(resp.status)
+            return statuses
+
+    with caplog.at_level(logging.INFO, logger="swordfish.access"):
+        statuses = run(loop, main())
+    lines = [r.getMessage() for r in caplog.records if r.name == "swordfish.access"]
+    assert statuses == [200, 500, 413, 400]
+    assert len(lines) == 4, lines
+    assert '"POST /ok?q=1 HTTP/1.1" 200 3 ' in lines[0]
+    assert '"GET /boom HTTP/1.1" 500 21 ' in lines[1]  # "Internal Server Error"
+    assert '"-" 413 17 ' in lines[2]  # refused before it made a request
+    assert '"-" 400 11 ' in lines[3]  # "Bad Request"
+    assert all(line.startswith("127.0.0.1:") and line.endswith("ms") for line in lines)
 
 
 def test_app_returns_without_response(loop):
@@ -430,7 +525,8 @@ def test_concurrency_limit(loop):
         async with serving(app, limit_concurrency=1) as server:
             r1, w1 = await connect(server)
             w1.write(GET)
-            await asyncio.sleep(0.05)
+            while server.state.active_requests < 1:
+                await asyncio.sleep(0.005)
             second, was_closed = await request(server, GET)
             release.set()
             first = await read_response(r1)
@@ -439,6 +535,26 @@ def test_concurrency_limit(loop):
 
     first, second, was_closed = run(loop, main())
     assert first.status == 200 and second.status == 503 and was_closed
+
+
+def test_concurrency_limit_serves_pipelined_requests(loop):
+    # Each app keeps running a little after its response is complete, so the next request
+    # of the pipeline is read while the previous task still counts: it takes that task's
+    # place, and only requests that would really run at once get 503.
+    async def app(scope, receive, send):
+        await echo_app(scope, receive, send)
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    async def main():
+        async with serving(app, limit_concurrency=1) as server:
+            reader, writer = await connect(server)
+            writer.write(GET * 3)
+            statuses = [(await read_response(reader)).status for _ in range(3)]
+            writer.close()
+            return statuses
+
+    assert run(loop, main()) == [200, 200, 200]
 
 
 def test_pathsend(loop, tmp_path):
@@ -545,3 +661,30 @@ def test_graceful_timeout_closes_stuck_request(loop):
             return await closed(reader, 5)
 
     assert run(loop, main())
+
+
+def test_graceful_timeout_cancels_the_app_and_waits_for_its_clean_up(loop):
+    events = []
+
+    async def app(scope, receive, send):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0)  # clean-up that itself awaits
+            events.append("cleaned up")
+            raise
+
+    async def main():
+        async with serving(app, timeout_graceful_shutdown=0.1) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            while server.state.active_requests < 1:
+                await asyncio.sleep(0.005)
+            server.shutdown()
+            closed_ok = await closed(reader, 5)
+        events.append("served")  # serve() returned
+        return closed_ok, server.state.active_requests
+
+    closed_ok, active = run(loop, main())
+    assert closed_ok and active == 0
+    assert events == ["cleaned up", "served"]

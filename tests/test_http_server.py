@@ -5,12 +5,13 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from httputil import request, serving
-from swordfish.server import LifespanFailed
+from httputil import echo_app, request, serving
+from swordfish.server import Config, LifespanFailed, Server
 
 GET = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
 
@@ -77,6 +78,39 @@ def test_lifespan_auto_unsupported(loop):
     assert run(loop, main())[0].body == b"ok"
 
 
+def test_shutdown_before_serve_has_started(loop):
+    # Kept, as uvicorn's should_exit set early: serve() starts up, then shuts down at once.
+    log = []
+
+    async def main():
+        server = Server(Config(lifespan_app(log=log), port=0, lifespan="on", access_log=False))
+        task = asyncio.ensure_future(server.serve())
+        server.shutdown()
+        await asyncio.wait_for(task, 10)
+        return server
+
+    server = run(loop, main())
+    assert server.started and server.exit_code == 0
+    assert log == ["lifespan.startup", "lifespan.shutdown"]
+
+
+def test_shutdown_from_another_thread(loop):
+    async def main():
+        server = Server(Config(echo_app, port=0, lifespan="off", access_log=False))
+        task = asyncio.ensure_future(server.serve())
+        while not server.started:
+            assert not task.done(), task
+            await asyncio.sleep(0.005)  # polling interval
+        resp, _ = await request(server, b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
+        assert resp.body == b"hi"
+        thread = threading.Thread(target=server.shutdown)
+        thread.start()
+        await asyncio.wait_for(task, 10)
+        thread.join()
+
+    run(loop, main())
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -137,3 +171,40 @@ def test_cli_help_and_failures(tmp_path):
     r = subprocess.run([sys.executable, "-m", "swordfish", "serve", "missing_mod:app"],
                        capture_output=True, text=True, timeout=20)
     assert r.returncode == 2 and "cannot load" in r.stderr
+
+
+def _listening_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_cli_port_in_use(workers):
+    with _listening_port() as taken:
+        port = str(taken.getsockname()[1])
+        r = subprocess.run([sys.executable, "-m", "swordfish", "serve", "app:app", "--app-dir", EXAMPLES,
+                            "--port", port, "--workers", workers], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 1, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and "address already in use" in errors[0] and port in errors[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args,env,message", [
+    (["--limit-body-size", "-1"], {}, "argument --limit-body-size: must be at least 0"),
+    (["--timeout-keep-alive", "-1"], {}, "argument --timeout-keep-alive: must be at least 0"),
+    (["--timeout-header-read", "0"], {}, "argument --timeout-header-read: must be more than 0"),
+    (["--workers", "0"], {}, "argument --workers: must be at least 1"),
+    (["--workers", "-2"], {}, "argument --workers: must be at least 1"),
+    (["--port", "65536"], {}, "argument --port: must be at least 0 and at most 65535"),
+    ([], {"SWORDFISH_PORT": "abc"}, "SWORDFISH_PORT: invalid int value: 'abc'"),
+    ([], {"SWORDFISH_LOOP": "fast"}, "SWORDFISH_LOOP: invalid choice: 'fast'"),
+])
+def test_cli_rejects_invalid_options(args, env, message):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}, **env}
+    r = subprocess.run([sys.executable, "-m", "swordfish", "serve", "app:app", "--app-dir", EXAMPLES, *args],
+                       env=env, capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("usage: swordfish serve") and f"error: {message}" in r.stderr, r.stderr

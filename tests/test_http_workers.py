@@ -1,6 +1,7 @@
 """The CLI in a subprocess: `--workers` under the supervisor (distinct pids, a killed worker
-is replaced, max-requests recycles without failed requests, SIGTERM drains, the graceful
-timeout ends stuck requests), single-process max-requests, `--proxy-headers`, `--fd`,
+is replaced, max-requests recycles without failed requests, SIGTERM drains and stops
+accepting at once, SIGINT, the graceful timeout ends stuck requests), single-process
+max-requests, `swordfish.serve()` (one process and workers), `--proxy-headers`, `--fd`,
 `--uds`, `--loop uvloop`, and options from SWORDFISH_* variables. The app is workerapp.py.
 
 Every wait is on an observable event (a log line, a response, a process exit) with a
@@ -27,12 +28,14 @@ DEADLINE = 30.0  # seconds for anything to happen
 
 
 class Served:
-    """`python -m swordfish serve workerapp:app ARGS` with its log collected line by line."""
+    """`python -m swordfish serve workerapp:app ARGS` (or the command cmd) with its log
+    collected line by line."""
 
-    def __init__(self, *args, env=None, pass_fds=(), app="workerapp:app"):
+    def __init__(self, *args, env=None, pass_fds=(), app="workerapp:app", cmd=None):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
         full_env.update(env or {})
-        cmd = [sys.executable, "-m", "swordfish", "serve", *([app] if app else []), "--app-dir", TESTS, *args]
+        if cmd is None:
+            cmd = [sys.executable, "-m", "swordfish", "serve", *([app] if app else []), "--app-dir", TESTS, *args]
         self.proc = subprocess.Popen(cmd, env=full_env, pass_fds=pass_fds,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = []
@@ -264,7 +267,7 @@ def test_worker_dying_right_after_it_listens_counts_as_started():
     from swordfish.server.config import Config
     from swordfish.server.supervisor import Supervisor, Worker
 
-    sup = Supervisor(Config(app="workerapp:app", workers=2), ["serve", "workerapp:app"])
+    sup = Supervisor(Config(app="workerapp:app", workers=2))
     sup.sel = selectors.DefaultSelector()
     spawned = []
     sup._spawn = lambda predecessor=None: spawned.append(predecessor)
@@ -363,6 +366,55 @@ def test_sigterm_lets_the_request_in_flight_finish(workers):
         assert time.monotonic() - t0 < 15
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_stops_accepting_at_once(workers):
+    # Once every process has closed its listening socket new connections are refused, while
+    # the upload in flight (finished by the test only after that) completes.
+    with Served("--port", "0", "--workers", str(workers), "--timeout-graceful-shutdown", "60") as srv:
+        pids = srv.wait_workers(workers) if workers > 1 else {srv.proc.pid}
+        if workers == 1:
+            srv.wait_line("serving on")
+        port = srv.port()
+        s = connect(port, DEADLINE)
+        s.sendall(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nConnection: close\r\n\r\n12345")
+        data = b""
+        while not re.search(rb"begin (\d+)\n", data):
+            chunk = s.recv(65536)
+            assert chunk, data
+            data += chunk
+        busy = int(re.search(rb"begin (\d+)\n", data).group(1))
+        srv.proc.send_signal(signal.SIGTERM)
+        _, at = srv.wait_line("SIGTERM: stopping the workers") if workers > 1 else (None, 0)
+        for pid in pids - {busy}:  # dying now is no reason for a replacement
+            _kill(pid)
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                connect(port, 5).close()
+            except ConnectionRefusedError:
+                break
+            except ConnectionResetError:
+                pass  # queued as the last listener closed
+            assert time.monotonic() < deadline, f"still accepting:\n{srv.log()}"
+            time.sleep(0.01)  # polling interval
+        assert srv.proc.poll() is None  # the upload is still in flight
+        s.sendall(b"67890")
+        assert split_response(read_rest(s, data)) == (200, f"begin {busy}\nend 10\n".encode())
+        assert srv.wait() == 0, srv.log()
+        assert not any(alive(p) for p in pids)
+        assert "started worker" not in "\n".join(srv.lines[at:-1]), srv.log()
+
+
+def test_sigint_stops_the_supervisor_cleanly():
+    with Served("--port", "0", "--workers", "2", "--no-access-log") as srv:
+        pids = srv.wait_workers(2)
+        answering(srv.port())
+        assert srv.stop(signal.SIGINT) == 0, srv.log()
+        assert "SIGINT: stopping the workers" in srv.log()
+        assert "Traceback" not in srv.log()
+        assert not any(alive(p) for p in pids)
+
+
 @pytest.mark.parametrize("workers,path", [(1, "/stuck"), (2, "/stuck"), (2, "/blocked")])
 def test_graceful_timeout_ends_a_stuck_request(workers, path):
     # /blocked blocks the worker's loop: only the supervisor's kill can end it.
@@ -393,6 +445,40 @@ def test_max_requests_single_process_exits_after_them():
             assert get(port, "/pid") == (200, str(pid).encode())
         assert srv.wait() == 0, srv.log()
         assert "max requests reached" in srv.log()
+
+
+# -- swordfish.serve() ------------------------------------------------------------------------
+
+def serve_call(arguments):
+    """The command that runs `sys.exit(swordfish.serve(ARGUMENTS))` with workerapp importable."""
+    code = f"import sys; sys.path.insert(0, {TESTS!r}); import swordfish; sys.exit(swordfish.serve({arguments}))"
+    return [sys.executable, "-c", code]
+
+
+def test_serve_function_serves_with_its_log_level():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = serve_call(f"__import__('workerapp').app, port={port}, log_level='warning'")
+    with Served(cmd=cmd) as srv:
+        assert answering(port) == srv.proc.pid
+        assert get(port, "/pid") == (200, str(srv.proc.pid).encode())
+        assert srv.stop() == 0, srv.log()
+        assert "serving on" not in srv.log() and "GET /pid" not in srv.log(), srv.log()  # INFO lines
+
+
+def test_serve_function_runs_workers():
+    # A worker is `python -m swordfish serve`, in this directory: app_dir says where the app is.
+    with Served(cmd=serve_call(f"'workerapp:app', port=0, workers=2, app_dir={TESTS!r}, access_log=False")) as srv:
+        pids = srv.wait_workers(2)
+        assert len(pids) == 2 and srv.proc.pid not in pids
+        assert pids_seen(srv.port(), pids) == pids
+        assert srv.stop() == 0, srv.log()
+        assert not any(alive(p) for p in pids)
+    # Each worker imports the app: an app object cannot be passed to them.
+    with Served(cmd=serve_call("__import__('workerapp').app, port=0, workers=2")) as srv:
+        assert srv.wait() == 2
+        assert "'module:attribute'" in srv.log()
 
 
 # -- options --------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ GET /scope          -> "client-host client-port scheme"
 GET /slow?t=S       -> headers and "begin\n" at once, "end\n" S seconds later
 GET /stuck          -> headers and "begin\n", then never finishes
 GET /blocked        -> headers and "begin\n", then blocks the worker's loop for good
+POST /upload        -> headers and "begin PID\n" at once, "end N\n" once the whole body
+                       (N bytes) has arrived
 """
 
 import asyncio
@@ -45,6 +47,16 @@ async def app(scope, receive, send):
         else:
             time.sleep(3600)
         await send({"type": "http.response.body", "body": b"end\n"})
+    elif path == "/upload":
+        await send(start)
+        await send({"type": "http.response.body", "body": f"begin {os.getpid()}\n".encode(), "more_body": True})
+        size = 0
+        while True:
+            message = await receive()
+            size += len(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        await send({"type": "http.response.body", "body": f"end {size}\n".encode()})
     else:
         await send({**start, "status": 404})
         await send({"type": "http.response.body", "body": b"not found"})

@@ -94,9 +94,9 @@ def targets_table(stats):
         target = {"hello": 1.3, "get10k": 1.3, "echo10k": 2.0}[w]
         peer_p99 = [r["p99_ms"] for r in (_get(stats, p, w, c) for p in peers) if r]
         p99 = f"{sf['p99_ms']:.1f} / {min(peer_p99):.1f}" if peer_p99 else "–"
+        of_native = f"{sf['rps'] / nat['rps']:.2f}" if nat else "–"
         rows.append(f"| {w} c{c} | {_k(sf['rps'])} | {_k(best)} | {sf['rps'] / best:.2f}x | {target}x "
-                    f"| {_k(nat['rps']) if nat else '–'} | "
-                    f"{(f'{sf['rps'] / nat['rps']:.2f}') if nat else '–'} | {p99} |")
+                    f"| {_k(nat['rps']) if nat else '–'} | {of_native} | {p99} |")
     return "\n".join(rows) if len(rows) > 2 else ""
 
 

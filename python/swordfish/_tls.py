@@ -76,7 +76,7 @@ class SSLTransport(asyncio.Transport):
         self._core._force_close(exc)
 
     def write_eof(self):
-        raise NotImplementedError("SSL doesn't support half-closes")
+        raise NotImplementedError()  # as the stdlib's SSL transport: TLS has no half-close
 
     def can_write_eof(self):
         return False

@@ -5,7 +5,7 @@
 use super::config::HttpServerState;
 use super::parse::{Head, Reject};
 use super::protocol::{Act, Conn, HttpProtocol, Request};
-use super::response::{bodiless, http_date, push_chunk_size, push_decimal, push_header, push_status_line, simple_response, LAST_CHUNK};
+use super::response::{bodiless, http_date, push_chunk_size, push_decimal, push_header, push_status_line, reason, simple_response, LAST_CHUNK};
 use crate::clock::monotonic;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -150,7 +150,17 @@ pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Hea
         let pair = PyTuple::new(py, [lname.into_any(), PyBytes::new(py, &buf[v.clone()]).into_any()]).map_err(fail)?;
         headers.append(pair).map_err(fail)?;
     }
-    let path = percent_decode(raw_path);
+    let mut path = percent_decode(raw_path);
+    // As the ASGI spec's WSGI section has it (and uvicorn does): `path` and `raw_path`
+    // include `root_path`, which an app strips to route (PATH_INFO).
+    let prefixed;
+    let raw_path = if state.root_path.is_empty() {
+        raw_path
+    } else {
+        path = Cow::Owned([&state.root_path[..], &path[..]].concat());
+        prefixed = [&state.root_path[..], raw_path].concat();
+        &prefixed[..]
+    };
     // SAFETY: the template is a dict; PyDict_Copy returns a new reference or NULL.
     let scope = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyDict_Copy(state.scope_template.as_ptr())) }
         .map_err(fail)?;
@@ -304,7 +314,9 @@ fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> PyResult<Opt
     }
 }
 
-fn header_fields(py: Python<'_>, headers: Option<Bound<'_, PyAny>>, out: &mut Vec<u8>, mut each: impl FnMut(&[u8], &[u8])) -> PyResult<()> {
+/// Check and write the app's header fields; `each` sees every one and says whether it is
+/// sent.
+fn header_fields(py: Python<'_>, headers: Option<Bound<'_, PyAny>>, out: &mut Vec<u8>, mut each: impl FnMut(&[u8], &[u8]) -> bool) -> PyResult<()> {
     let Some(headers) = headers else { return Ok(()) };
     for item in headers.try_iter()? {
         let item = item?;
@@ -312,10 +324,13 @@ fn header_fields(py: Python<'_>, headers: Option<Bound<'_, PyAny>>, out: &mut Ve
         let name = name.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("header names must be bytes"))?;
         let value = value.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("header values must be bytes"))?;
         let (n, v) = (name.as_bytes(), value.as_bytes());
+        let before = out.len();
         if !push_header(out, n, v) {
             return Err(PyValueError::new_err(format!("invalid header {:?}: {:?}", String::from_utf8_lossy(n), String::from_utf8_lossy(v))));
         }
-        each(n, v);
+        if !each(n, v) {
+            out.truncate(before);
+        }
     }
     let _ = py;
     Ok(())
@@ -341,7 +356,20 @@ fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>) -> PyResu
             push_status_line(&mut head, status);
             let (mut length, mut chunked, mut close, mut date, mut server) = (None, false, false, false, false);
             let mut bad_length = false;
+            // RFC 9110 §8.6, RFC 9112 §6.1: no framing headers on a 1xx or 204 response.
+            let no_content = status == 204 || status < 200;
+            let defaults = &state.default_headers;
+            let mut replaced: u64 = 0;
             header_fields(py, get(msg, intern!(py, "headers"))?, &mut head, |n, v| {
+                for (i, (name, _)) in defaults.iter().enumerate() {
+                    if n.eq_ignore_ascii_case(name) {
+                        replaced |= 1 << i;
+                    }
+                }
+                let framing = n.eq_ignore_ascii_case(b"content-length") || n.eq_ignore_ascii_case(b"transfer-encoding");
+                if framing && no_content {
+                    return false;
+                }
                 if n.eq_ignore_ascii_case(b"content-length") {
                     let s = std::str::from_utf8(v).ok().filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
                     match s.and_then(|s| s.parse::<u64>().ok()) {
@@ -357,6 +385,7 @@ fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>) -> PyResu
                 } else if n.eq_ignore_ascii_case(b"server") {
                     server = true;
                 }
+                true
             })?;
             if bad_length {
                 return Err(PyValueError::new_err("invalid content-length response header"));
@@ -369,7 +398,11 @@ fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>) -> PyResu
             if let (Some(s), false) = (&state.server_header, server) {
                 push_header(&mut head, b"server", s);
             }
-            head.extend_from_slice(&state.default_headers);
+            for (i, (_, line)) in defaults.iter().enumerate() {
+                if replaced & (1 << i) == 0 {
+                    head.extend_from_slice(line);
+                }
+            }
             Ok(Message::Start { status, head, length, chunked, close, trailers })
         }
         "http.response.body" => {
@@ -389,7 +422,7 @@ fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>) -> PyResu
         }
         "http.response.trailers" => {
             let mut fields = Vec::new();
-            header_fields(py, get(msg, intern!(py, "headers"))?, &mut fields, |_, _| {})?;
+            header_fields(py, get(msg, intern!(py, "headers"))?, &mut fields, |_, _| true)?;
             let more = match get(msg, intern!(py, "more_trailers"))? {
                 Some(m) => m.is_truthy()?,
                 None => false,
@@ -437,6 +470,11 @@ fn close_head(req: &mut Request, body_len: usize, more: bool) -> Vec<u8> {
             head.extend_from_slice(b"\r\n");
             req.app_length = Some(body_len as u64);
         }
+    }
+    if req.expect_continue && !req.continue_sent && !req.body_done {
+        // The client waits for a 100 that a final response rules out: its body may never
+        // come, so the connection cannot be reused. Say so (RFC 9110 §10.1.1).
+        req.keep_alive = false;
     }
     if !req.keep_alive {
         head.extend_from_slice(b"connection: close\r\n");
@@ -614,7 +652,7 @@ fn response_complete(py: Python<'_>, this: &HttpProtocol, c: &mut Conn, acts: &m
     let Some(req) = c.req.as_mut() else { return Ok(()) };
     req.complete = true;
     if let Some(scope) = req.scope.take() {
-        acts.push(Act::AccessLog(scope, req.status, req.sent, monotonic() - req.start));
+        acts.push(Act::AccessLog(Some(scope), None, req.status, req.sent, monotonic() - req.start));
     }
     if let Some(w) = req.receive_waiter.take() {
         acts.push(Act::Resolve(w, disconnect_message(py)?));
@@ -661,6 +699,7 @@ pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<Py
     let mut acts = Vec::new();
     {
         let mut c = this.lock(py)?;
+        c.apps.retain(|(g, _)| *g != gen);
         let lost = c.lost;
         match current(&mut c, gen) {
             Some(req) if !req.complete => {
@@ -675,6 +714,18 @@ pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<Py
                 }
                 if !req.head_written && !lost {
                     acts.push(Act::Write(simple_response(500, state.date_header, state.server_header.as_deref())));
+                }
+                // The request gets its access-log line even though its response is a 500 or
+                // was cut short (not when the client left before anything was sent).
+                if let Some(scope) = req.scope.take() {
+                    let (status, size) = if req.head_written {
+                        (req.status, req.sent)
+                    } else {
+                        (500, reason(500).len() as u64)
+                    };
+                    if req.head_written || !lost {
+                        acts.push(Act::AccessLog(Some(scope), None, status, size, monotonic() - req.start));
+                    }
                 }
                 req.complete = true;
                 req.keep_alive = false;

@@ -4,6 +4,7 @@
 
 use super::parse::Limits;
 use super::response::push_header;
+use crate::event_loop::LoopCore;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PySet, PyString};
@@ -16,6 +17,9 @@ const SCOPE_KEYS: [&str; 14] = [
     "raw_path", "query_string", "headers", "state", "extensions",
 ];
 
+/// Default headers are matched against the app's with a bit each in a `u64`.
+pub const MAX_DEFAULT_HEADERS: usize = 64;
+
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct HttpServerState {
     pub app: Py<PyAny>,
@@ -27,6 +31,9 @@ pub struct HttpServerState {
     /// An eager task is running its first step: a request it completes and that starts the
     /// next pipelined one gets a plain task (no nesting, however long the pipeline).
     pub in_eager: AtomicBool,
+    /// The loop's native core when it is swordfish's own loop: an eager start is skipped
+    /// while callbacks are already waiting there (see `start_app`).
+    pub core: Option<Py<LoopCore>>,
     pub logger: Py<PyAny>,
     /// `access_log(scope, status, size, seconds)` or None.
     pub access_log: Option<Py<PyAny>>,
@@ -38,6 +45,8 @@ pub struct HttpServerState {
     /// Copying a dict of that shape is one allocation and a memcpy; building it key by key
     /// costs several resizes.
     pub scope_template: Py<PyDict>,
+    /// `root_path` as bytes: it also prefixes every request's `path` and `raw_path`.
+    pub root_path: Vec<u8>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
     pub connections: Py<PySet>,
     pub limits: Limits,
@@ -46,8 +55,9 @@ pub struct HttpServerState {
     pub limit_concurrency: usize,
     pub date_header: bool,
     pub server_header: Option<Vec<u8>>,
-    /// Pre-serialized `name: value\r\n` lines added to every response.
-    pub default_headers: Vec<u8>,
+    /// The configured headers added to every response, as (lower-case name, serialized
+    /// `name: value\r\n` line); a header of the same name set by the app replaces one.
+    pub default_headers: Vec<(Vec<u8>, Vec<u8>)>,
     pub active_requests: AtomicUsize,
     pub total_requests: AtomicU64,
     pub shutting_down: AtomicBool,
@@ -78,19 +88,33 @@ impl HttpServerState {
         limit_concurrency: Option<usize>,
         timeout_header_read: f64,
         timeout_keep_alive: f64,
-        date_header: bool,
-        server_header: Option<Vec<u8>>,
+        mut date_header: bool,
+        mut server_header: Option<Vec<u8>>,
         default_headers: Vec<(Vec<u8>, Vec<u8>)>,
         eager_task: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         if !(timeout_header_read > 0.0 && timeout_keep_alive >= 0.0) {
             return Err(PyValueError::new_err("timeouts must be positive"));
         }
+        if default_headers.len() > MAX_DEFAULT_HEADERS {
+            return Err(PyValueError::new_err(format!("at most {MAX_DEFAULT_HEADERS} default headers")));
+        }
         let mut defaults = Vec::new();
-        for (name, value) in &default_headers {
-            if !push_header(&mut defaults, name, value) {
+        for (name, value) in default_headers {
+            let mut line = Vec::new();
+            if !push_header(&mut line, &name, &value) {
                 return Err(PyValueError::new_err(format!("invalid default header {name:?}")));
             }
+            // A configured server or date header replaces the built-in one.
+            match name.to_ascii_lowercase().as_slice() {
+                b"server" => {
+                    server_header = Some(value);
+                    continue;
+                }
+                b"date" => date_header = false,
+                _ => {}
+            }
+            defaults.push((name.to_ascii_lowercase(), line));
         }
         if let Some(s) = &server_header {
             if !push_header(&mut Vec::new(), b"server", s) {
@@ -116,17 +140,20 @@ impl HttpServerState {
             scope_template.set_item(PyString::intern(py, key), value)?;
         }
         let create_task = loop_.bind(py).getattr("create_task")?.unbind();
+        let core = loop_.bind(py).cast::<LoopCore>().ok().map(|c| c.clone().unbind());
         Ok(HttpServerState {
             app,
             lp: loop_,
             create_task,
             eager_task,
             in_eager: AtomicBool::new(false),
+            core,
             logger,
             access_log,
             pathsend,
             lifespan_state,
             scope_template: scope_template.unbind(),
+            root_path: root_path.as_bytes().to_vec(),
             connections: PySet::empty(py)?.unbind(),
             limits: Limits {
                 request_line: limit_request_line,
@@ -173,6 +200,7 @@ impl HttpServerState {
         visit.call(&self.lp)?;
         visit.call(&self.create_task)?;
         visit.call(&self.eager_task)?;
+        visit.call(&self.core)?;
         visit.call(&self.logger)?;
         visit.call(&self.access_log)?;
         visit.call(&self.pathsend)?;

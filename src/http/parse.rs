@@ -140,10 +140,38 @@ fn trim_ows(v: &[u8]) -> &[u8] {
 
 /// Content-Length = 1*DIGIT: no sign, no separators, no list.
 fn parse_length(v: &[u8]) -> Result<u64, Reject> {
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
         return Err(bad("invalid Content-Length"));
     }
-    Ok(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+    // 1*DIGIT: leading zeros are allowed, a value past u64 is not.
+    v.iter()
+        .try_fold(0u64, |n, d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+        .ok_or(bad("invalid Content-Length"))
+}
+
+/// RFC 3986 §2.3 and §2.2: unreserved characters and sub-delims (plus `%` of pct-encoded).
+fn is_host_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b)
+}
+
+/// `Host = uri-host [ ":" port ]` (RFC 9112 §3.2, RFC 3986 §3.2.2): a reg-name or IPv4
+/// address, or an IP literal in brackets, then an optional port of digits. Empty is valid.
+fn valid_host(v: &[u8]) -> bool {
+    let (host, port) = if v.first() == Some(&b'[') {
+        let Some(close) = v.iter().position(|&b| b == b']') else { return false };
+        let inner = &v[1..close];
+        if inner.is_empty() || !inner.iter().all(|&b| is_host_char(b) || b == b':') {
+            return false;
+        }
+        (&v[..0], &v[close + 1..])
+    } else {
+        match v.iter().position(|&b| b == b':') {
+            Some(i) => (&v[..i], &v[i..]),
+            None => (v, &v[v.len()..]),
+        }
+    };
+    let port_ok = port.is_empty() || (port[0] == b':' && port[1..].iter().all(u8::is_ascii_digit));
+    port_ok && host.iter().all(|&b| is_host_char(b))
 }
 
 fn offset(buf: &[u8], part: &[u8]) -> Range<usize> {
@@ -177,7 +205,8 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
     let method = req.method.ok_or(bad("no method"))?;
     let path = req.path.ok_or(bad("no target"))?;
     let minor = req.version.ok_or(bad("no version"))?;
-    if !path.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+    // Visible ASCII, and no fragment: `#` has no place in a request target (RFC 9112 §3.2).
+    if !path.bytes().all(|b| (0x21..0x7f).contains(&b) && b != b'#') {
         return Err(bad("invalid target"));
     }
     if minor > 1 {
@@ -232,6 +261,9 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
             hosts += 1;
             if hosts > 1 {
                 return Err(bad("duplicate Host"));
+            }
+            if !valid_host(value) {
+                return Err(bad("invalid Host"));
             }
         } else if name.eq_ignore_ascii_case(b"connection") {
             for token in list_items(value) {

@@ -76,6 +76,14 @@ fn host_version_method_fields() {
     assert_eq!(status(b"GET / HTTP/1.1\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.0\r\n\r\n"), 200);
     assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+    for ok in [&b"a"[..], b"", b"a.b:80", b"[::1]", b"[::1]:8", b"a:", b"x-y_z~%20!$&'()*+,;="] {
+        assert!(valid_host(ok), "{:?}", String::from_utf8_lossy(ok));
+    }
+    for bad in [&b"a b"[..], b"u@a", b"a/b", b"a:8x", b"[::1", b"[]", b"a:1:2", b"[::1]x", b"a?b", b"a#b"] {
+        assert!(!valid_host(bad), "{:?}", String::from_utf8_lossy(bad));
+    }
+    assert_eq!(status(b"GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0000000000000000000000005\r\n\r\n"), 200);
     assert_eq!(status(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.1 \r\nHost: a\r\n\r\n"), 400);
     assert_eq!(status(b"G(T / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);

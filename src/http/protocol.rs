@@ -9,7 +9,7 @@
 
 use super::config::HttpServerState;
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
-use super::response::simple_response;
+use super::response::{reason, simple_response};
 use crate::clock::monotonic;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::StreamCore;
@@ -92,6 +92,10 @@ pub struct Conn {
     pub deadline: f64,
     pub timer_kind: TimerKind,
     pub on_timer: Option<Py<PyAny>>,
+    /// The apps of this connection still running, by request generation, with their task
+    /// once it is known: the current request's, and earlier ones that completed their
+    /// response but have not returned yet.
+    pub apps: Vec<(u64, Option<Py<PyAny>>)>,
 }
 
 /// Work to do once the lock is released, in order.
@@ -108,7 +112,9 @@ pub enum Act {
     CancelTimer(Py<PyAny>),
     Forget,
     LogError(String, Option<Py<PyAny>>),
-    AccessLog(Py<PyAny>, u16, u64, f64),
+    /// (scope, or None for input refused before it made a request; client; status; body
+    /// size; seconds)
+    AccessLog(Option<Py<PyAny>>, Option<Py<PyAny>>, u16, u64, f64),
 }
 
 #[pyclass(module = "swordfish._native", frozen)]
@@ -227,9 +233,9 @@ impl HttpProtocol {
                         }
                         state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
                     }
-                    Act::AccessLog(scope, status, size, secs) => {
+                    Act::AccessLog(scope, client, status, size, secs) => {
                         if let Some(log) = &state.access_log {
-                            log.call1(py, (scope, status, size, secs))?;
+                            log.call1(py, (scope, status, size, secs, client))?;
                         }
                     }
                 }
@@ -269,11 +275,25 @@ impl HttpProtocol {
 
     /// Refuse the request with `status` and close (RFC 9112 §… : after a framing error the
     /// rest of the stream cannot be trusted).
-    pub fn reject(&self, c: &mut Conn, status: u16, acts: &mut Vec<Act>) {
+    /// `scope`: the request refused before it got one (a 503), for the access log.
+    pub fn reject(&self, py: Python<'_>, c: &mut Conn, status: u16, scope: Option<Py<PyAny>>, acts: &mut Vec<Act>) {
         let state = self.state.get();
         let response_started = c.req.as_ref().is_some_and(|r| r.head_written);
         if !response_started {
             acts.push(Act::Write(simple_response(status, state.date_header, state.server_header.as_deref())));
+            if state.access_log.is_some() {
+                let size = reason(status).len() as u64;
+                let line = match c.req.as_mut() {
+                    Some(req) => req.scope.take().map(|s| Act::AccessLog(Some(s), None, status, size, monotonic() - req.start)),
+                    None => {
+                        // The head has been arriving since the header timer was set.
+                        let began = if c.timer_kind == TimerKind::Header { c.deadline - state.timeout_header } else { monotonic() };
+                        let client = c.client.as_ref().map(|cl| cl.clone_ref(py));
+                        Some(Act::AccessLog(scope, client, status, size, monotonic() - began))
+                    }
+                };
+                acts.extend(line);
+            }
         }
         if let Some(req) = c.req.as_mut() {
             req.complete = true;
@@ -305,24 +325,27 @@ impl HttpProtocol {
                 let end = match find_head_end(&c.rbuf, &state.limits) {
                     Ok(Some(end)) => end,
                     Ok(None) => return Ok(()),
-                    Err(r) => return Ok(self.reject(c, r.status(), acts)),
+                    Err(r) => return Ok(self.reject(py, c, r.status(), None, acts)),
                 };
                 let head = match parse_head(&c.rbuf, end, &state.limits) {
                     Ok(h) => h,
-                    Err(r) => return Ok(self.reject(c, r.status(), acts)),
+                    Err(r) => return Ok(self.reject(py, c, r.status(), None, acts)),
                 };
                 if state.shutting_down.load(Ordering::Relaxed) && c.gen > 0 {
                     c.closing = true;
                     acts.push(Act::Close);
                     return Ok(());
                 }
-                if state.active_requests.load(Ordering::Relaxed) >= state.limit_concurrency {
-                    return Ok(self.reject(c, 503, acts));
-                }
+                // The apps still running here belong to requests whose responses are
+                // complete: a pipelined request takes their place rather than adding one.
+                let running = state.active_requests.load(Ordering::Relaxed).saturating_sub(c.apps.len());
                 let scope = match super::asgi::build_scope(py, state, c, &head) {
                     Ok(s) => s,
-                    Err(Reject::BadRequest(_)) | Err(_) => return Ok(self.reject(c, 400, acts)),
+                    Err(Reject::BadRequest(_)) | Err(_) => return Ok(self.reject(py, c, 400, None, acts)),
                 };
+                if running >= state.limit_concurrency {
+                    return Ok(self.reject(py, c, 503, Some(scope), acts));
+                }
                 c.gen += 1;
                 let head_method = &c.rbuf[head.method.clone()] == b"HEAD";
                 let body = match head.framing {
@@ -362,6 +385,7 @@ impl HttpProtocol {
                     scope: state.access_log.as_ref().map(|_| scope.clone_ref(py)),
                     start: if state.access_log.is_some() { monotonic() } else { 0.0 },
                 });
+                c.apps.push((c.gen, None));
                 acts.push(Act::StartApp(scope, c.gen));
                 continue;
             }
@@ -388,7 +412,7 @@ impl HttpProtocol {
                             }
                             Err(r) => {
                                 let waiter = req.receive_waiter.take();
-                                self.reject(c, r.status(), acts);
+                                self.reject(py, c, r.status(), None, acts);
                                 if let Some(w) = waiter {
                                     acts.push(Act::Resolve(w, super::asgi::disconnect_message(py)?));
                                 }
@@ -457,8 +481,12 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
     let send = Bound::new(py, super::asgi::Send { proto: slf.clone().unbind(), gen })?;
     let started = (|| -> PyResult<Bound<'_, PyAny>> {
         let coro = state.app.bind(py).call1((scope, &receive, &send))?;
+        // An eager start runs the app ahead of everything already waiting in the ready queue.
+        // With callbacks waiting (say, the wake-up of a request whose database reply came in
+        // the same poll) a CPU-heavy request would hold them all up: queue it behind them.
+        let queue_busy = state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
         match &state.eager_task {
-            Some(eager) if !state.in_eager.swap(true, Ordering::Relaxed) => {
+            Some(eager) if !queue_busy && !state.in_eager.swap(true, Ordering::Relaxed) => {
                 let task = eager.bind(py).call1((coro,));
                 state.in_eager.store(false, Ordering::Relaxed);
                 task
@@ -474,6 +502,9 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
         }
         Ok(task) => {
             task.call_method1(intern!(py, "add_done_callback"), (receive,))?;
+            if let Some(app) = slf.get().lock(py)?.apps.iter_mut().find(|(g, _)| *g == gen) {
+                app.1 = Some(task.unbind());
+            }
             Ok(())
         }
         Err(e) => super::asgi::app_finished(slf, gen, Some(e.into_value(py).into_any())),
@@ -511,6 +542,7 @@ impl HttpProtocol {
                 deadline: 0.0,
                 timer_kind: TimerKind::None,
                 on_timer: None,
+                apps: Vec::new(),
             }),
         }
     }
@@ -693,6 +725,17 @@ impl HttpProtocol {
         Self::run_acts(slf, vec![Act::Abort])
     }
 
+    /// Cancel the app tasks still running on this connection (the graceful timeout ran
+    /// out) and return them, for the server to wait for their clean-up.
+    fn cancel_tasks(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let tasks: Vec<Py<PyAny>> =
+            self.lock(py)?.apps.iter().filter_map(|(_, t)| t.as_ref().map(|t| t.clone_ref(py))).collect();
+        for t in &tasks {
+            t.call_method1(py, intern!(py, "cancel"), ("the server's graceful shutdown timed out",))?;
+        }
+        Ok(tasks)
+    }
+
     /// The file of a `pathsend` is sent (`ok`) or failed.
     fn _pathsend_done(slf: &Bound<'_, Self>, gen: u64, ok: bool) -> PyResult<()> {
         super::asgi::pathsend_done(slf, gen, ok)
@@ -717,6 +760,9 @@ impl HttpProtocol {
             for w in &c.drain_waiters {
                 visit.call(w)?;
             }
+            for (_, t) in &c.apps {
+                visit.call(t)?;
+            }
             if let Some(r) = &c.req {
                 visit.call(&r.receive_waiter)?;
                 visit.call(&r.scope)?;
@@ -733,6 +779,7 @@ impl HttpProtocol {
             c.on_timer = None;
             c.timer = None;
             c.drain_waiters.clear();
+            c.apps.clear();
             c.req = None;
         }
     }

@@ -9,13 +9,30 @@ import sys
 from .config import Config
 from .server import run
 
+
+def _number(kind, low, high=None, above=False):
+    """An argparse type: an int or float of at least low (more than low if above), at most high."""
+    def convert(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
+        if not ((value > low if above else value >= low) and (high is None or value <= high)):  # NaN too
+            bound = f"more than {low}" if above else f"at least {low}"
+            bound += "" if high is None else f" and at most {high}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {text!r}")
+        return value
+
+    return convert
+
+
 # (option, type, default, help); a bool option gets --x/--no-x.
 OPTIONS = [
     ("host", str, "127.0.0.1", "bind to this address"),
-    ("port", int, 8000, "bind to this TCP port"),
+    ("port", _number(int, 0, 65535), 8000, "bind to this TCP port"),
     ("uds", str, None, "bind to this Unix socket path"),
-    ("fd", int, None, "serve on this inherited, already-listening socket descriptor"),
-    ("workers", int, 1, "worker processes sharing the listening socket, under a supervisor"),
+    ("fd", _number(int, 0), None, "serve on this inherited, already-listening socket descriptor"),
+    ("workers", _number(int, 1), 1, "worker processes sharing the listening socket, under a supervisor"),
     ("factory", bool, False, "APP is a factory: call it to get the ASGI app"),
     ("app-dir", str, ".", "look for APP's module in this directory"),
     ("root-path", str, "", "the ASGI root_path (mount point behind a proxy)"),
@@ -27,29 +44,43 @@ OPTIONS = [
      "peers trusted for --proxy-headers: IPs, networks, 'unix:' or '*', comma-separated"),
     ("access-log", bool, True, "one log line per request"),
     ("log-level", ["critical", "error", "warning", "info", "debug"], "info", "log level"),
-    ("backlog", int, 2048, "listen backlog"),
-    ("limit-concurrency", int, None, "most requests served at once (then 503)"),
-    ("limit-request-line", int, 8190, "longest request line in bytes (then 414)"),
-    ("limit-header-size", int, 32768, "largest header section in bytes (then 431)"),
-    ("limit-header-count", int, 100, "most header fields (then 431)"),
-    ("limit-body-size", int, None, "largest request body in bytes (then 413)"),
-    ("timeout-header-read", float, 10.0, "seconds from accept to a complete request head"),
-    ("timeout-keep-alive", float, 5.0, "seconds an idle kept-alive connection stays open"),
-    ("timeout-graceful-shutdown", float, 30.0, "seconds in-flight requests get on shutdown"),
-    ("max-requests", int, None,
+    ("backlog", _number(int, 0), 2048, "listen backlog"),
+    ("limit-concurrency", _number(int, 1), None, "most requests served at once (then 503)"),
+    ("limit-request-line", _number(int, 1), 8190, "longest request line in bytes (then 414)"),
+    ("limit-header-size", _number(int, 1), 32768, "largest header section in bytes (then 431)"),
+    ("limit-header-count", _number(int, 1), 100, "most header fields (then 431)"),
+    ("limit-body-size", _number(int, 0), None, "largest request body in bytes (then 413)"),
+    ("timeout-header-read", _number(float, 0, above=True), 10.0,
+     "seconds from accept to a complete request head"),
+    ("timeout-keep-alive", _number(float, 0), 5.0, "seconds an idle kept-alive connection stays open"),
+    ("timeout-graceful-shutdown", _number(float, 0), 30.0, "seconds in-flight requests get on shutdown"),
+    ("max-requests", _number(int, 1), None,
      "recycle a worker after about this many requests (one process: exit after them)"),
-    ("max-requests-jitter", int, 0, "add a random 0..N to --max-requests, per worker"),
+    ("max-requests-jitter", _number(int, 0), 0, "add a random 0..N to --max-requests, per worker"),
     ("server-header", bool, True, "send 'server: swordfish'"),
     ("date-header", bool, True, "send 'date'"),
 ]
 
 
+def _var(name):
+    return "SWORDFISH_" + name.upper().replace("-", "_")
+
+
 def _env(name):
-    return os.environ.get("SWORDFISH_" + name.upper().replace("-", "_"))
+    return os.environ.get(_var(name)) or None
 
 
 def _bool(text):
     return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _from_env(kind, text):
+    """An option's value from its variable's text (ArgumentTypeError if invalid)."""
+    if kind is bool:
+        return _bool(text)
+    if isinstance(kind, list) and text not in kind:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(kind)})")
+    return text if isinstance(kind, list) else kind(text)
 
 
 def build_parser():
@@ -60,45 +91,74 @@ def build_parser():
                            epilog="Every option can also be set as SWORDFISH_<OPTION> (e.g. SWORDFISH_PORT=9000).")
     serve.add_argument("app", nargs="?" if _env("app") else None, default=_env("app"),
                        help="the ASGI app as module:attribute")
+    bad = []  # invalid SWORDFISH_* variables
     for name, kind, default, text in OPTIONS:
         env = _env(name)
+        if env is not None:
+            try:
+                default = _from_env(kind, env)
+            except argparse.ArgumentTypeError as exc:
+                bad.append(f"{_var(name)}: {exc}")
         dest = name.replace("-", "_")
         if kind is bool:
-            value = _bool(env) if env is not None else default
-            serve.add_argument(f"--{name}", dest=dest, action=argparse.BooleanOptionalAction, default=value, help=text)
+            serve.add_argument(f"--{name}", dest=dest, action=argparse.BooleanOptionalAction, default=default,
+                               help=text)
         elif isinstance(kind, list):
-            serve.add_argument(f"--{name}", dest=dest, choices=kind, default=env or default, help=text)
+            serve.add_argument(f"--{name}", dest=dest, choices=kind, default=default, help=text)
         else:
-            value = kind(env) if env is not None else default
-            serve.add_argument(f"--{name}", dest=dest, type=kind, default=value, help=text)
+            serve.add_argument(f"--{name}", dest=dest, type=kind, default=default, help=text)
     serve.add_argument("--header", dest="headers", action="append",
                        default=[h for h in (_env("header") or "").split(";") if h],
                        help="a default response header 'name: value' (repeatable)")
     serve.add_argument("--worker-notify-fd", dest="worker_notify_fd", type=int, default=None,
                        help=argparse.SUPPRESS)  # set by the supervisor for its workers
+    if bad:
+        serve.error("; ".join(bad))
     return parser
 
 
+def worker_argv(config):
+    """The `serve APP --option=value ...` command line of config, every option explicit: what
+    the supervisor's workers run (with SWORDFISH_* variables removed from their environment)."""
+    if not isinstance(config.app, str):
+        raise ValueError("workers > 1 need the app as 'module:attribute' (each worker imports it)")
+    argv = ["serve", config.app]
+    for name, kind, _, _ in OPTIONS:
+        value = getattr(config, name.replace("-", "_"))
+        if kind is bool:
+            argv.append(f"--{name}" if value else f"--no-{name}")
+        elif value is not None:
+            argv.append(f"--{name}={value}")
+    for name, value in config.default_headers():
+        argv.append(f"--header={name.decode('latin-1')}: {value.decode('latin-1')}")
+    return argv
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     options = vars(args)
     options.pop("command")
     notify_fd = options.pop("worker_notify_fd")
-    logging.basicConfig(level=options["log_level"].upper(), format="%(levelname)s %(message)s")
-    app = options.pop("app")
+    return start(Config(options.pop("app"), **options), notify_fd)
+
+
+def start(config, notify_fd=None):
+    """Run config as `swordfish serve` does: a supervisor and its workers for workers > 1, this
+    process otherwise; the exit code."""
+    level = config.log_level.upper()
+    logging.basicConfig(level=level, format="%(levelname)s %(message)s")
+    logging.getLogger("swordfish").setLevel(level)  # also when logging was configured before
     try:
-        config = Config(app, **options)
         if config.workers > 1:
             # The supervisor does not import the app: each worker does (a worker that
             # cannot exits with 2 and the supervisor with it).
             from .supervisor import Supervisor
 
-            supervisor = Supervisor(config, argv)
+            supervisor = Supervisor(config)
         else:
             config.load_app()
     except Exception as exc:  # a clear line, not a traceback, for a wrong APP
-        print(f"swordfish: cannot load {app!r}: {exc}", file=sys.stderr)
+        print(f"swordfish: cannot load {config.app!r}: {exc}", file=sys.stderr)
         return 2
     if config.workers > 1:
         return supervisor.run()

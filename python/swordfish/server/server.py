@@ -20,6 +20,7 @@ logger = logging.getLogger("swordfish.error")
 access_logger = logging.getLogger("swordfish.access")
 
 _DRAIN_ITERATIONS = 8  # loop iterations between closing the listeners and closing idle connections
+_CANCELLED_APP_GRACE = 1.0  # seconds the apps cancelled at the graceful timeout get to clean up
 
 
 async def _pathsend(protocol, transport, path, gen):
@@ -46,9 +47,15 @@ def _eager_task(loop):
     return functools.partial(asyncio.Task, loop=loop, eager_start=True)
 
 
-def _access_log(scope, status, size, seconds):
-    client = scope.get("client")
+def _access_log(scope, status, size, seconds, client=None):
+    """One line per request; scope None: input refused before it made a request (client
+    is then its sender's address)."""
+    if scope is not None:
+        client = scope.get("client")
     who = f"{client[0]}:{client[1]}" if client else "-"
+    if scope is None:
+        access_logger.info('%s - "-" %d %d %.1fms', who, status, size, seconds * 1000)
+        return
     path = scope["raw_path"].decode("latin-1")
     if scope["query_string"]:
         path += "?" + scope["query_string"].decode("latin-1")
@@ -68,6 +75,7 @@ class Server:
         self._servers = []
         self._exit = None
         self._loop = None
+        self._should_exit = False  # shutdown() was called (kept for a serve() not started yet)
         self._bound_uds = None  # the Unix socket path this server bound (removed at exit)
         # Hooks (the worker mode of the CLI uses them to talk to its supervisor):
         # on_started() once the sockets listen; on_max_requests() once max_requests
@@ -76,10 +84,16 @@ class Server:
         self.on_max_requests = None
 
     async def serve(self, sockets=None):
-        """Serve until `shutdown()`; sockets: already-bound listening sockets to use."""
+        """Serve until `shutdown()`; sockets: already-bound listening sockets to use. Raises
+        `LifespanFailed` if lifespan startup fails and OSError if it cannot listen (both
+        logged, with `exit_code` set)."""
         loop = asyncio.get_running_loop()
-        self._loop = loop
         self._exit = asyncio.Event()
+        # In this order: a shutdown() in another thread either finds _loop (and _exit) set
+        # or set _should_exit before it is read here.
+        self._loop = loop
+        if self._should_exit:
+            self._exit.set()
         config = self.config
         app = config.load_app()
         if config.proxy_headers:
@@ -91,34 +105,34 @@ class Server:
             logger.error("%s", exc)
             self.exit_code = 3
             raise
-        self.state = _native.HttpServerState(
-            app,
-            loop,
-            logger=logger,
-            pathsend=_pathsend,
-            access_log=_access_log if config.access_log and access_logger.isEnabledFor(logging.INFO) else None,
-            root_path=config.root_path,
-            lifespan_state=lifespan.state if lifespan.supported else None,
-            limit_request_line=config.limit_request_line,
-            limit_header_size=config.limit_header_size,
-            limit_header_count=config.limit_header_count,
-            limit_body_size=config.limit_body_size,
-            limit_concurrency=config.limit_concurrency,
-            timeout_header_read=config.timeout_header_read,
-            timeout_keep_alive=config.timeout_keep_alive,
-            date_header=config.date_header,
-            server_header=b"swordfish" if config.server_header else None,
-            default_headers=config.default_headers(),
-            eager_task=_eager_task(loop),
-        )
-        state = self.state
-
-        def factory():
-            return _native.HttpProtocol(state)
-
         watch = None
         try:
-            await self._listen(loop, factory, sockets)
+            self.state = state = _native.HttpServerState(
+                app,
+                loop,
+                logger=logger,
+                pathsend=_pathsend,
+                access_log=_access_log if config.access_log and access_logger.isEnabledFor(logging.INFO) else None,
+                root_path=config.root_path,
+                lifespan_state=lifespan.state if lifespan.supported else None,
+                limit_request_line=config.limit_request_line,
+                limit_header_size=config.limit_header_size,
+                limit_header_count=config.limit_header_count,
+                limit_body_size=config.limit_body_size,
+                limit_concurrency=config.limit_concurrency,
+                timeout_header_read=config.timeout_header_read,
+                timeout_keep_alive=config.timeout_keep_alive,
+                date_header=config.date_header,
+                server_header=b"swordfish" if config.server_header else None,
+                default_headers=config.default_headers(),
+                eager_task=_eager_task(loop),
+            )
+            try:
+                await self._listen(loop, lambda: _native.HttpProtocol(state), sockets)
+            except OSError as exc:
+                logger.error("%s", exc)
+                self.exit_code = 1
+                raise
             self.started = True
             if config.max_requests:
                 limit = config.max_requests + random.randint(0, max(0, config.max_requests_jitter or 0))
@@ -176,10 +190,14 @@ class Server:
             self.shutdown()
 
     def shutdown(self):
-        """Ask `serve()` to stop gracefully (safe from any thread)."""
+        """Ask `serve()` to stop gracefully (safe from any thread). Asked before `serve()`
+        has started (or during lifespan startup) it is kept, as uvicorn's `should_exit`
+        set early: `serve()` starts up as usual (lifespan startup, listening, on_started)
+        and then at once shuts down gracefully and returns."""
+        self._should_exit = True
         loop = self._loop
-        if loop is None or self._exit is None:
-            return
+        if loop is None:
+            return  # serve() sees _should_exit
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -212,8 +230,11 @@ class Server:
         while state.connections or state.active_requests:
             if deadline is not None and loop.time() >= deadline:
                 logger.warning("graceful shutdown timed out: closing %d connections", len(state.connections))
+                tasks = []
                 for conn in list(state.connections):
+                    tasks += conn.cancel_tasks()
                     conn.abort()
+                await self._reap_cancelled(tasks)
                 break
             await asyncio.sleep(0.02)
         for server in self._servers:
@@ -223,6 +244,17 @@ class Server:
                 os.unlink(self._bound_uds)
             except OSError:
                 pass
+
+
+    @staticmethod
+    async def _reap_cancelled(tasks):
+        # The apps' clean-up (finally blocks, context managers) runs now; an app that
+        # ignores the cancellation is left behind after a bounded wait, not waited for.
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=_CANCELLED_APP_GRACE)
+        if pending:
+            logger.warning("%d app task(s) still running after cancellation", len(pending))
 
 
 def run(config: Config, notify_fd=None):
@@ -242,8 +274,9 @@ def run(config: Config, notify_fd=None):
             pass
     try:
         loop.run_until_complete(server.serve())
-    except LifespanFailed:
-        return 3
+    except (LifespanFailed, OSError):
+        if not server.exit_code:  # not a failure serve() logged
+            raise
     finally:
         for sig in signals:
             try:
@@ -259,7 +292,11 @@ def run(config: Config, notify_fd=None):
 
 
 def serve(app, host="127.0.0.1", port=8000, **options):
-    """Serve `app` (an ASGI app or 'module:attribute') until SIGINT/SIGTERM."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(message)s")
-    return run(Config(app, host=host, port=port, **options))
+    """Serve `app` (an ASGI app or 'module:attribute') until SIGINT/SIGTERM, as `swordfish
+    serve` does; returns the exit code. `log_level` sets the level of the server's log;
+    `workers=N` (N > 1) runs a supervisor and N worker processes, each of which imports the
+    app: it must be given as 'module:attribute' (with `app_dir` if its module is not in the
+    current directory)."""
+    from .cli import start
+
+    return start(Config(app, host=host, port=port, **options))

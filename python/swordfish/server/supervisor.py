@@ -8,8 +8,9 @@ reset. With one shared queue a retiring worker just stops calling accept() and t
 take what is queued, so recycling drops nothing; it also works for Unix sockets and `--fd`.
 
 Each worker is a fresh `python -m swordfish serve ... --fd N` process (the single-process
-server, so a worker is exactly what one process runs) with a pipe back to the supervisor on
-which it writes `R` once it listens and `M` once it has served `--max-requests`.
+server, so a worker is exactly what one process runs; its command line spells out the
+whole config) with a pipe back to the supervisor on which it writes `R` once it listens
+and `M` once it has served `--max-requests`.
 
 - A worker that exits unexpectedly is replaced. One that exits before it ever listened
   (the app does not import, lifespan startup fails) stops everything: the supervisor exits
@@ -17,9 +18,11 @@ which it writes `R` once it listens and `M` once it has served `--max-requests`.
 - `M`: a replacement is started first; once it listens the old worker gets SIGTERM and
   shuts down gracefully (stops accepting, closes idle keep-alive connections, finishes
   in-flight requests).
-- SIGTERM/SIGINT: every worker gets SIGTERM and has `--timeout-graceful-shutdown` seconds
-  (it aborts its remaining connections itself then); a worker still alive
-  `KILL_MARGIN` seconds after that (a blocked loop, a slow lifespan shutdown) is killed.
+- SIGTERM/SIGINT: the supervisor closes its copy of the listening socket at once and starts
+  no more workers; every worker gets SIGTERM, closes its copy (from then on new connections
+  are refused) and has `--timeout-graceful-shutdown` seconds (it aborts its remaining
+  connections itself then); a worker still alive `KILL_MARGIN` seconds after that (a
+  blocked loop, a slow lifespan shutdown) is killed.
   A second SIGTERM/SIGINT kills the workers at once.
 """
 
@@ -32,6 +35,8 @@ import stat
 import subprocess
 import sys
 import time
+
+from .cli import worker_argv
 
 logger = logging.getLogger("swordfish.error")
 
@@ -57,7 +62,12 @@ def bind_socket(config):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        sock.bind(addr)
+        try:
+            sock.bind(addr)
+        except OSError as exc:  # worded as the event loops word it
+            sock.close()
+            raise OSError(exc.errno, f"error while attempting to bind on address {addr!r}: "
+                                     f"{exc.strerror.lower()}") from None
     sock.listen(config.backlog)
     return sock
 
@@ -91,11 +101,9 @@ class Worker:
 
 
 class Supervisor:
-    def __init__(self, config, argv):
-        """argv: the command line after `python -m swordfish` (`serve APP ...`); each worker
-        runs it with `--fd` and `--workers 1` added."""
+    def __init__(self, config):
         self.config = config
-        self.argv = list(argv)
+        self.argv = worker_argv(config)  # each worker runs it with `--fd` and `--workers 1` added
         self.workers = []
         self.stopping = False
         self.exit_code = 0
@@ -105,7 +113,11 @@ class Supervisor:
 
     def run(self):
         config = self.config
-        self.sock = bind_socket(config)
+        try:
+            self.sock = bind_socket(config)
+        except OSError as exc:
+            logger.error("%s", exc)
+            return 1
         self.sock.set_inheritable(True)
         name = self.sock.getsockname()
         where = f"unix:{name}" if isinstance(name, str) else f"{name[0]}:{name[1]}"
@@ -168,8 +180,9 @@ class Supervisor:
         rfd, wfd = os.pipe()
         cmd = [sys.executable, "-m", "swordfish", *self.argv,
                "--fd", str(self.sock.fileno()), "--workers", "1", "--worker-notify-fd", str(wfd)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}  # argv says it all
         try:
-            proc = subprocess.Popen(cmd, pass_fds=(self.sock.fileno(), wfd), preexec_fn=self.preexec)
+            proc = subprocess.Popen(cmd, env=env, pass_fds=(self.sock.fileno(), wfd), preexec_fn=self.preexec)
         finally:
             os.close(wfd)
         os.set_blocking(rfd, False)  # a grandchild may hold the write end after the worker exits
@@ -228,6 +241,7 @@ class Supervisor:
             return
         logger.info("%s: stopping the workers", signal.Signals(signum).name)
         self.stopping = True
+        self.sock.close()  # stop accepting now; the workers close their copies as they stop
         for w in self.workers:
             self._stop(w)
 
