@@ -538,9 +538,8 @@ def test_concurrency_limit(loop):
 
 
 def test_concurrency_limit_serves_pipelined_requests(loop):
-    # Each app keeps running a little after its response is complete, so the next request
-    # of the pipeline is read while the previous task still counts: it takes that task's
-    # place, and only requests that would really run at once get 503.
+    # The app keeps running a little after its response is complete, so the second request
+    # of the pipeline is read while the first task still counts: it takes that task's place.
     async def app(scope, receive, send):
         await echo_app(scope, receive, send)
         for _ in range(3):
@@ -549,12 +548,53 @@ def test_concurrency_limit_serves_pipelined_requests(loop):
     async def main():
         async with serving(app, limit_concurrency=1) as server:
             reader, writer = await connect(server)
-            writer.write(GET * 3)
-            statuses = [(await read_response(reader)).status for _ in range(3)]
+            writer.write(GET * 2)
+            statuses = [(await read_response(reader)).status for _ in range(2)]
             writer.close()
             return statuses
 
-    assert run(loop, main()) == [200, 200, 200]
+    assert run(loop, main()) == [200, 200]
+
+
+def test_concurrency_limit_counts_apps_still_running_after_their_response(loop):
+    # Work after the response (background tasks) counts: on one kept-alive connection only
+    # the previous request's app is replaced by the next request, older ones are not.
+    release = None
+
+    async def app(scope, receive, send):
+        await echo_app(scope, receive, send)
+        await release.wait()
+
+    async def main():
+        nonlocal release
+        release = asyncio.Event()
+        async with serving(app, limit_concurrency=1) as server:
+            reader, writer = await connect(server)
+            statuses = []
+            for _ in range(3):
+                writer.write(GET)
+                statuses.append((await read_response(reader)).status)
+            release.set()
+            writer.close()
+            return statuses
+
+    assert run(loop, main()) == [200, 200, 503]
+
+
+def test_root_path_is_percent_encoded_in_raw_path(loop):
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append((scope["path"], scope["raw_path"], scope["root_path"]))
+        await responder({"type": "http.response.body", "body": b"ok"})(scope, receive, send)
+
+    async def main():
+        async with serving(app, root_path="/my app/\u00e9") as server:
+            resp, _ = await request(server, b"GET /x%20y HTTP/1.1\r\n" + H + b"\r\n")
+            return resp.status
+
+    assert run(loop, main()) == 200
+    assert seen == [("/my app/\u00e9/x y", b"/my%20app/%C3%A9/x%20y", "/my app/\u00e9")]
 
 
 def test_pathsend(loop, tmp_path):
@@ -663,11 +703,17 @@ def test_graceful_timeout_closes_stuck_request(loop):
     assert run(loop, main())
 
 
-def test_graceful_timeout_cancels_the_app_and_waits_for_its_clean_up(loop):
+@pytest.mark.parametrize("client", ["connected", "gone"])
+def test_graceful_timeout_cancels_the_app_and_waits_for_its_clean_up(loop, client):
+    # Also when the client has already left and the app went on regardless.
     events = []
 
     async def app(scope, receive, send):
         try:
+            if client == "gone":
+                assert (await receive())["type"] == "http.request"
+                assert (await receive())["type"] == "http.disconnect"
+                events.append("client gone")
             await asyncio.sleep(30)
         except asyncio.CancelledError:
             await asyncio.sleep(0)  # clean-up that itself awaits
@@ -680,11 +726,15 @@ def test_graceful_timeout_cancels_the_app_and_waits_for_its_clean_up(loop):
             writer.write(GET)
             while server.state.active_requests < 1:
                 await asyncio.sleep(0.005)
+            if client == "gone":
+                writer.close()
+                while "client gone" not in events:
+                    await asyncio.sleep(0.005)
             server.shutdown()
-            closed_ok = await closed(reader, 5)
+            closed_ok = await closed(reader, 5) if client == "connected" else True
         events.append("served")  # serve() returned
         return closed_ok, server.state.active_requests
 
     closed_ok, active = run(loop, main())
     assert closed_ok and active == 0
-    assert events == ["cleaned up", "served"]
+    assert events == ["client gone"] * (client == "gone") + ["cleaned up", "served"]

@@ -1,6 +1,7 @@
 """Lifespan, the Server runner and the CLI."""
 
 import asyncio
+import dataclasses
 import os
 import socket
 import subprocess
@@ -208,3 +209,36 @@ def test_cli_rejects_invalid_options(args, env, message):
                        env=env, capture_output=True, text=True, timeout=20)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("usage: swordfish serve") and f"error: {message}" in r.stderr, r.stderr
+
+
+def test_config_checks_and_normalises_values():
+    from swordfish.server.cli import build_parser, worker_argv
+
+    for bad in ({"workers": 0}, {"max_requests": 0}, {"limit_concurrency": 0}, {"port": 70000},
+                {"timeout_header_read": 0}, {"log_level": "loud"}):
+        with pytest.raises(ValueError):
+            Config("m:app", **bad)
+    config = Config("m:app", log_level="WARNING", timeout_graceful_shutdown=float("inf"))
+    assert config.log_level == "warning" and config.timeout_graceful_shutdown is None
+    # What a supervisor hands its workers parses back into the same settings.
+    config = Config("m:app", workers=3, forwarded_allow_ips=["10.0.0.1", "*"], timeout_graceful_shutdown=None,
+                    log_level="DEBUG", headers=["X-A: 1;2", "X-B: x:y"], root_path="/a b", access_log=False,
+                    limit_body_size=5)
+    args = vars(build_parser().parse_args(worker_argv(config)))
+    args.pop("command")
+    args.pop("worker_notify_fd")
+    again = Config(args.pop("app"), **args)
+    assert again.forwarded_allow_ips == "10.0.0.1,*" and again.default_headers() == config.default_headers()
+    same = {"forwarded_allow_ips": config.forwarded_allow_ips, "headers": config.headers, "app_dir": None}
+    assert dataclasses.replace(again, **same) == config
+
+
+def test_config_calls_a_factory_once():
+    calls = []
+
+    def factory():
+        calls.append(1)
+        return echo_app
+
+    config = Config(factory, factory=True)
+    assert config.load_app() is config.load_app() is echo_app and calls == [1]

@@ -158,7 +158,7 @@ pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Hea
         raw_path
     } else {
         path = Cow::Owned([&state.root_path[..], &path[..]].concat());
-        prefixed = [&state.root_path[..], raw_path].concat();
+        prefixed = [&state.root_path_raw[..], raw_path].concat();
         &prefixed[..]
     };
     // SAFETY: the template is a dict; PyDict_Copy returns a new reference or NULL.
@@ -701,6 +701,9 @@ pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<Py
         let mut c = this.lock(py)?;
         c.apps.retain(|(g, _)| *g != gen);
         let lost = c.lost;
+        if lost && c.apps.is_empty() {
+            acts.push(Act::Forget); // see connection_lost
+        }
         match current(&mut c, gen) {
             Some(req) if !req.complete => {
                 req.task_done = true;

@@ -17,6 +17,21 @@ const SCOPE_KEYS: [&str; 14] = [
     "raw_path", "query_string", "headers", "state", "extensions",
 ];
 
+/// A path as it may appear in a request target: the bytes of RFC 3986's `pchar` and `/`
+/// as they are, every other byte as `%XX`.
+fn percent_encode_path(path: &[u8]) -> Vec<u8> {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = Vec::with_capacity(path.len());
+    for &b in path {
+        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    }
+    out
+}
+
 /// Default headers are matched against the app's with a bit each in a `u64`.
 pub const MAX_DEFAULT_HEADERS: usize = 64;
 
@@ -45,8 +60,10 @@ pub struct HttpServerState {
     /// Copying a dict of that shape is one allocation and a memcpy; building it key by key
     /// costs several resizes.
     pub scope_template: Py<PyDict>,
-    /// `root_path` as bytes: it also prefixes every request's `path` and `raw_path`.
+    /// `root_path` as bytes, and percent-encoded: the prefixes of every request's `path`
+    /// and `raw_path`.
     pub root_path: Vec<u8>,
+    pub root_path_raw: Vec<u8>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
     pub connections: Py<PySet>,
     pub limits: Limits,
@@ -88,7 +105,7 @@ impl HttpServerState {
         limit_concurrency: Option<usize>,
         timeout_header_read: f64,
         timeout_keep_alive: f64,
-        mut date_header: bool,
+        date_header: bool,
         mut server_header: Option<Vec<u8>>,
         default_headers: Vec<(Vec<u8>, Vec<u8>)>,
         eager_task: Option<Py<PyAny>>,
@@ -105,14 +122,10 @@ impl HttpServerState {
             if !push_header(&mut line, &name, &value) {
                 return Err(PyValueError::new_err(format!("invalid default header {name:?}")));
             }
-            // A configured server or date header replaces the built-in one.
-            match name.to_ascii_lowercase().as_slice() {
-                b"server" => {
-                    server_header = Some(value);
-                    continue;
-                }
-                b"date" => date_header = false,
-                _ => {}
+            // A configured server header replaces the built-in one (in error responses too).
+            if name.eq_ignore_ascii_case(b"server") {
+                server_header = Some(value);
+                continue;
             }
             defaults.push((name.to_ascii_lowercase(), line));
         }
@@ -154,6 +167,7 @@ impl HttpServerState {
             lifespan_state,
             scope_template: scope_template.unbind(),
             root_path: root_path.as_bytes().to_vec(),
+            root_path_raw: percent_encode_path(root_path.as_bytes()),
             connections: PySet::empty(py)?.unbind(),
             limits: Limits {
                 request_line: limit_request_line,

@@ -336,9 +336,11 @@ impl HttpProtocol {
                     acts.push(Act::Close);
                     return Ok(());
                 }
-                // The apps still running here belong to requests whose responses are
-                // complete: a pipelined request takes their place rather than adding one.
-                let running = state.active_requests.load(Ordering::Relaxed).saturating_sub(c.apps.len());
+                // The previous request here may still be running after its response is
+                // complete: the next one (pipelined or not) takes its place rather than
+                // adding one. Older ones still running count.
+                let previous = usize::from(c.apps.iter().any(|(g, _)| *g == c.gen));
+                let running = state.active_requests.load(Ordering::Relaxed).saturating_sub(previous);
                 let scope = match super::asgi::build_scope(py, state, c, &head) {
                     Ok(s) => s,
                     Err(Reject::BadRequest(_)) | Err(_) => return Ok(self.reject(py, c, 400, None, acts)),
@@ -636,8 +638,12 @@ impl HttpProtocol {
             dropped.push(c.core.take().map(Py::into_any));
             dropped.push(c.on_timer.take());
             c.rbuf = Vec::new();
+            // Kept among the server's connections while an app still runs, so that a
+            // graceful shutdown waits for it and cancels it at the timeout.
+            if c.apps.is_empty() {
+                acts.push(Act::Forget);
+            }
         }
-        acts.push(Act::Forget);
         drop(dropped);
         Self::run_acts(slf, acts)
     }

@@ -6,21 +6,20 @@ import logging
 import os
 import sys
 
-from .config import Config
+from .config import BOUNDS, LOG_LEVELS, Config, out_of_bounds
 from .server import run
 
 
-def _number(kind, low, high=None, above=False):
-    """An argparse type: an int or float of at least low (more than low if above), at most high."""
+def _number(kind, name):
+    """An argparse type: an int or float within the bounds of the setting `name`."""
     def convert(text):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
-        if not ((value > low if above else value >= low) and (high is None or value <= high)):  # NaN too
-            bound = f"more than {low}" if above else f"at least {low}"
-            bound += "" if high is None else f" and at most {high}"
-            raise argparse.ArgumentTypeError(f"must be {bound}, not {text!r}")
+        why = out_of_bounds(name, value)
+        if why:
+            raise argparse.ArgumentTypeError(why)
         return value
 
     return convert
@@ -29,13 +28,16 @@ def _number(kind, low, high=None, above=False):
 # (option, type, default, help); a bool option gets --x/--no-x.
 OPTIONS = [
     ("host", str, "127.0.0.1", "bind to this address"),
-    ("port", _number(int, 0, 65535), 8000, "bind to this TCP port"),
+    ("port", int, 8000, "bind to this TCP port"),
     ("uds", str, None, "bind to this Unix socket path"),
-    ("fd", _number(int, 0), None, "serve on this inherited, already-listening socket descriptor"),
-    ("workers", _number(int, 1), 1, "worker processes sharing the listening socket, under a supervisor"),
+    ("fd", int, None,
+     "serve on this inherited, already-listening socket descriptor"),
+    ("workers", int, 1,
+     "worker processes sharing the listening socket, under a supervisor"),
     ("factory", bool, False, "APP is a factory: call it to get the ASGI app"),
     ("app-dir", str, ".", "look for APP's module in this directory"),
-    ("root-path", str, "", "the ASGI root_path (mount point behind a proxy)"),
+    ("root-path", str, "", "the ASGI root_path: the mount point behind a proxy that strips it; "
+     "also prefixed to each request's path and raw_path"),
     ("lifespan", ["auto", "on", "off"], "auto", "ASGI lifespan protocol"),
     ("loop", ["swordfish", "asyncio", "uvloop"], "swordfish", "event loop"),
     ("proxy-headers", bool, False,
@@ -43,20 +45,28 @@ OPTIONS = [
     ("forwarded-allow-ips", str, "127.0.0.1",
      "peers trusted for --proxy-headers: IPs, networks, 'unix:' or '*', comma-separated"),
     ("access-log", bool, True, "one log line per request"),
-    ("log-level", ["critical", "error", "warning", "info", "debug"], "info", "log level"),
-    ("backlog", _number(int, 0), 2048, "listen backlog"),
-    ("limit-concurrency", _number(int, 1), None, "most requests served at once (then 503)"),
-    ("limit-request-line", _number(int, 1), 8190, "longest request line in bytes (then 414)"),
-    ("limit-header-size", _number(int, 1), 32768, "largest header section in bytes (then 431)"),
-    ("limit-header-count", _number(int, 1), 100, "most header fields (then 431)"),
-    ("limit-body-size", _number(int, 0), None, "largest request body in bytes (then 413)"),
-    ("timeout-header-read", _number(float, 0, above=True), 10.0,
+    ("log-level", LOG_LEVELS, "info", "log level"),
+    ("backlog", int, 2048, "listen backlog"),
+    ("limit-concurrency", int, None,
+     "most requests served at once (then 503)"),
+    ("limit-request-line", int, 8190,
+     "longest request line in bytes (then 414)"),
+    ("limit-header-size", int, 32768,
+     "largest header section in bytes (then 431)"),
+    ("limit-header-count", int, 100,
+     "most header fields (then 431)"),
+    ("limit-body-size", int, None,
+     "largest request body in bytes (then 413)"),
+    ("timeout-header-read", float, 10.0,
      "seconds from accept to a complete request head"),
-    ("timeout-keep-alive", _number(float, 0), 5.0, "seconds an idle kept-alive connection stays open"),
-    ("timeout-graceful-shutdown", _number(float, 0), 30.0, "seconds in-flight requests get on shutdown"),
-    ("max-requests", _number(int, 1), None,
+    ("timeout-keep-alive", float, 5.0,
+     "seconds an idle kept-alive connection stays open"),
+    ("timeout-graceful-shutdown", float, 30.0,
+     "seconds in-flight requests get on shutdown (inf: no limit)"),
+    ("max-requests", int, None,
      "recycle a worker after about this many requests (one process: exit after them)"),
-    ("max-requests-jitter", _number(int, 0), 0, "add a random 0..N to --max-requests, per worker"),
+    ("max-requests-jitter", int, 0,
+     "add a random 0..N to --max-requests, per worker"),
     ("server-header", bool, True, "send 'server: swordfish'"),
     ("date-header", bool, True, "send 'date'"),
 ]
@@ -93,13 +103,15 @@ def build_parser():
                        help="the ASGI app as module:attribute")
     bad = []  # invalid SWORDFISH_* variables
     for name, kind, default, text in OPTIONS:
+        dest = name.replace("-", "_")
+        if dest in BOUNDS:
+            kind = _number(kind, dest)
         env = _env(name)
         if env is not None:
             try:
                 default = _from_env(kind, env)
             except argparse.ArgumentTypeError as exc:
                 bad.append(f"{_var(name)}: {exc}")
-        dest = name.replace("-", "_")
         if kind is bool:
             serve.add_argument(f"--{name}", dest=dest, action=argparse.BooleanOptionalAction, default=default,
                                help=text)
@@ -127,8 +139,12 @@ def worker_argv(config):
         value = getattr(config, name.replace("-", "_"))
         if kind is bool:
             argv.append(f"--{name}" if value else f"--no-{name}")
+        elif isinstance(value, (list, tuple)):  # forwarded_allow_ips as a list
+            argv.append(f"--{name}={','.join(value)}")
         elif value is not None:
             argv.append(f"--{name}={value}")
+        elif name == "timeout-graceful-shutdown":
+            argv.append(f"--{name}=inf")  # None: no limit
     for name, value in config.default_headers():
         argv.append(f"--header={name.decode('latin-1')}: {value.decode('latin-1')}")
     return argv

@@ -6,6 +6,39 @@ import os
 import sys
 
 
+LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
+
+# The numeric settings' bounds: (least, most or None, whether the least itself is allowed).
+# The CLI checks its options against the same table.
+BOUNDS = {
+    "port": (0, 65535, True),
+    "fd": (0, None, True),
+    "workers": (1, None, True),
+    "backlog": (0, None, True),
+    "limit_concurrency": (1, None, True),
+    "limit_request_line": (1, None, True),
+    "limit_header_size": (1, None, True),
+    "limit_header_count": (1, None, True),
+    "limit_body_size": (0, None, True),
+    "timeout_header_read": (0, None, False),
+    "timeout_keep_alive": (0, None, True),
+    "timeout_graceful_shutdown": (0, None, True),
+    "max_requests": (1, None, True),
+    "max_requests_jitter": (0, None, True),
+}
+
+
+def out_of_bounds(name, value):
+    """Why `value` is not allowed for the numeric setting `name`, or None if it is."""
+    low, high, inclusive = BOUNDS[name]
+    if (value >= low if inclusive else value > low) and (high is None or value <= high):  # not NaN
+        return None
+    bound = f"at least {low}" if inclusive else f"more than {low}"
+    if high is not None:
+        bound += f" and at most {high}"
+    return f"must be {bound}, not {value!r}"
+
+
 @dataclasses.dataclass
 class Config:
     app: object
@@ -37,15 +70,32 @@ class Config:
     max_requests: int | None = None
     max_requests_jitter: int = 0
     workers: int = 1
+    _loaded: object = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.lifespan not in ("auto", "on", "off"):
             raise ValueError("lifespan must be 'auto', 'on' or 'off'")
         if self.loop not in ("swordfish", "asyncio", "uvloop"):
             raise ValueError("loop must be 'swordfish', 'asyncio' or 'uvloop'")
+        self.log_level = str(self.log_level).lower()
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        for name in BOUNDS:
+            value = getattr(self, name)
+            why = None if value is None else out_of_bounds(name, value)
+            if why:
+                raise ValueError(f"{name} {why}")
+        if self.timeout_graceful_shutdown == float("inf"):
+            self.timeout_graceful_shutdown = None  # no limit (the CLI's spelling is 'inf')
 
     def load_app(self):
-        """The ASGI app: the object itself, or imported from 'module:attribute'."""
+        """The ASGI app: the object itself, or imported from 'module:attribute' (and called
+        if it is a factory); loaded once, so a factory runs once."""
+        if self._loaded is None:
+            self._loaded = self._load()
+        return self._loaded
+
+    def _load(self):
         app = self.app
         if isinstance(app, str):
             if self.app_dir is not None:
