@@ -609,14 +609,16 @@ def test_pathsend(loop, tmp_path):
     async def main():
         async with serving(app) as server:
             reader, writer = await connect(server)
-            writer.write(GET + GET)
+            writer.write(GET + b"HEAD / HTTP/1.1\r\n" + H + b"\r\n" + GET)
             one = await read_response(reader)
+            head = await read_response(reader, head_request=True)
             two = await read_response(reader)
             writer.close()
-            return one, two
+            return one, head, two
 
-    one, two = run(loop, main())
+    one, head, two = run(loop, main())
     assert one.header("content-length") == str(len(content)) and one.body == content
+    assert head.header("content-length") == str(len(content)) and head.body == b""
     assert two.body == content
 
 

@@ -606,6 +606,13 @@ fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_, PyAny>) -
                     return Err(PyRuntimeError::new_err("'http.response.pathsend' with transfer-encoding"));
                 }
                 req.trailers = false;
+                if req.head_method && req.app_length.is_none() && !bodiless(req.status, false) {
+                    // The file's size is known: HEAD gets the content-length GET would.
+                    req.head.extend_from_slice(b"content-length: ");
+                    push_decimal(&mut req.head, size);
+                    req.head.extend_from_slice(b"\r\n");
+                    req.app_length = Some(size);
+                }
                 let out = close_head(req, size as usize, false);
                 acts.push(Act::Write(out));
                 req.body_finished = true;
