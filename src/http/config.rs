@@ -2,7 +2,7 @@
 //! settings (read once, not per connection), the constant scope parts and the counters the
 //! server runner needs for limits and graceful shutdown.
 
-use super::parse::Limits;
+use super::parse::{is_unreserved_or_sub_delim, Limits};
 use super::response::push_header;
 use crate::event_loop::LoopCore;
 use pyo3::exceptions::PyValueError;
@@ -23,7 +23,7 @@ fn percent_encode_path(path: &[u8]) -> Vec<u8> {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = Vec::with_capacity(path.len());
     for &b in path {
-        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b) {
+        if is_unreserved_or_sub_delim(b) || b":@/".contains(&b) {
             out.push(b);
         } else {
             out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);

@@ -149,9 +149,14 @@ fn parse_length(v: &[u8]) -> Result<u64, Reject> {
         .ok_or(bad("invalid Content-Length"))
 }
 
-/// RFC 3986 §2.3 and §2.2: unreserved characters and sub-delims (plus `%` of pct-encoded).
+/// RFC 3986 §2.3 and §2.2: an unreserved character or a sub-delim.
+pub fn is_unreserved_or_sub_delim(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)
+}
+
+/// A byte of a reg-name: unreserved, sub-delims, or the `%` of pct-encoded.
 fn is_host_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b)
+    is_unreserved_or_sub_delim(b) || b == b'%'
 }
 
 /// `Host = uri-host [ ":" port ]` (RFC 9112 §3.2, RFC 3986 §3.2.2): a reg-name or IPv4

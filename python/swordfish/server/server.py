@@ -245,7 +245,6 @@ class Server:
             except OSError:
                 pass
 
-
     @staticmethod
     async def _reap_cancelled(tasks):
         # The apps' clean-up (finally blocks, context managers) runs now; an app that
