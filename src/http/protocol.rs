@@ -486,9 +486,9 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
         // An eager start runs the app ahead of everything already waiting in the ready queue.
         // With callbacks waiting (say, the wake-up of a request whose database reply came in
         // the same poll) a CPU-heavy request would hold them all up: queue it behind them.
-        let queue_busy = state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
+        let queue_busy = || state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
         match &state.eager_task {
-            Some(eager) if !queue_busy && !state.in_eager.swap(true, Ordering::Relaxed) => {
+            Some(eager) if !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
                 let task = eager.bind(py).call1((coro,));
                 state.in_eager.store(false, Ordering::Relaxed);
                 task
