@@ -11,6 +11,7 @@ use crate::sock_ops;
 use crate::spare::SparePool;
 use crate::sync::{lock, GilCell};
 use crate::timers::TimerQueue;
+use crate::transport::stream::StreamCore;
 use crate::transport::IoTarget;
 use mio::{Registry, Waker};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
@@ -98,6 +99,9 @@ struct State {
     iteration: u64,
     /// Descriptors that fired in the last iteration and must be re-armed before polling.
     rearm: Vec<RawFd>,
+    /// Stream transports holding writes for the end of this iteration
+    /// (`StreamCore::write_deferred`).
+    deferred: Vec<Py<StreamCore>>,
     stopping: bool,
 }
 
@@ -126,6 +130,10 @@ pub struct LoopCore {
     spare: GilCell<SparePool>,
     /// The buffer reads go into, kept between reads (see `pybuf::read_into_bytes`).
     recv_spare: GilCell<Option<Py<PyBytes>>>,
+    /// `threading.get_ident()` of the thread running the loop, None when it is not running
+    /// (`_thread_id`, as the stdlib loop names it). Native so that `is_running()`, which
+    /// every eager task's start asks, costs no Python frame.
+    thread_id: GilCell<Option<Py<PyAny>>>,
 }
 
 #[derive(Clone, Copy)]
@@ -607,6 +615,27 @@ impl LoopCore {
                 return Err(err);
             }
         }
+        Self::flush_deferred(slf)
+    }
+
+    /// Hold `core`'s queued writes until the end of this iteration: what the callbacks of
+    /// one iteration write to a connection goes out in one vectored write.
+    pub(crate) fn defer_flush(&self, py: Python<'_>, core: Py<StreamCore>) -> PyResult<()> {
+        self.state.lock(py)?.deferred.push(core);
+        Ok(())
+    }
+
+    fn flush_deferred(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let deferred = std::mem::take(&mut slf.get().state.lock(py)?.deferred);
+        for core in deferred {
+            if let Err(err) = StreamCore::flush_deferred_ready(core.bind(py)) {
+                if err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py) {
+                    return Err(err);
+                }
+                Self::report_io_error(slf, err);
+            }
+        }
         Ok(())
     }
 
@@ -893,7 +922,25 @@ impl LoopCore {
             .unbind(),
             spare: GilCell::new(SparePool::default()),
             recv_spare: GilCell::new(None),
+            thread_id: GilCell::new(None),
         })
+    }
+
+    fn is_running(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.thread_id.lock(py)?.is_some())
+    }
+
+    #[getter(_thread_id)]
+    fn thread_id_get(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.thread_id.lock(py)?.as_ref().map_or_else(|| py.None(), |t| t.clone_ref(py)))
+    }
+
+    #[setter(_thread_id)]
+    fn thread_id_set(&self, py: Python<'_>, value: Py<PyAny>) -> PyResult<()> {
+        let value = (!value.is_none(py)).then_some(value);
+        let old = std::mem::replace(&mut *self.thread_id.lock(py)?, value);
+        drop(old);
+        Ok(())
     }
 
     fn time(&self) -> f64 {
@@ -992,7 +1039,7 @@ impl LoopCore {
     /// Mark closed and drop every queued callback, timer and watcher.
     fn _close_core(&self, py: Python<'_>) -> PyResult<()> {
         self.closed.store(true, Ordering::SeqCst);
-        let (ready, timers, io) = {
+        let (ready, timers, io, deferred) = {
             let mut st = self.state.lock(py)?;
             let io: Vec<(RawFd, IoEntry)> = st.io.drain().collect();
             for (fd, entry) in &io {
@@ -1000,8 +1047,9 @@ impl LoopCore {
             }
             st.rearm.clear();
             st.lingering.clear();
-            (std::mem::take(&mut st.ready), st.timers.drain(), io)
+            (std::mem::take(&mut st.ready), st.timers.drain(), io, std::mem::take(&mut st.deferred))
         };
+        drop(deferred);
         for t in &timers {
             t.get().unschedule();
             hand_back(t.bind(py).as_super());
@@ -1166,6 +1214,9 @@ impl LoopCore {
             }
             for t in st.timers.iter() {
                 visit.call(t)?;
+            }
+            for c in &st.deferred {
+                visit.call(c)?;
             }
             for e in st.io.values() {
                 visit.call(&e.reader)?;

@@ -209,6 +209,39 @@ def test_response_framing(loop):
     assert plain.header("x-default") == "yes"
 
 
+def test_large_bodies_keep_their_framing_and_order(loop):
+    """Bodies past the size the server copies go out by reference, after their head and
+    before the next response on the connection."""
+    big = [bytes([65 + i]) * n for i, n in enumerate((100_000, 50_000, 40_000, 30_000))]
+
+    async def app(scope, receive, send):
+        kind = scope["path"]
+        if kind == "/declared":
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-length", str(len(big[0])).encode())]})
+            await send({"type": "http.response.body", "body": big[0]})
+        elif kind == "/single":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": big[1]})
+        else:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": big[2], "more_body": True})
+            await send({"type": "http.response.body", "body": big[3]})
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(b"".join(b"GET /" + p + b" HTTP/1.1\r\n" + H + b"\r\n" for p in (b"declared", b"single", b"chunked")))
+            responses = [await read_response(reader) for _ in range(3)]
+            writer.close()
+            return responses
+
+    declared, single, chunked = run(loop, main())
+    assert declared.header("content-length") == "100000" and declared.body == big[0]
+    assert single.header("content-length") == "50000" and single.body == big[1]
+    assert chunked.header("transfer-encoding") == "chunked" and chunked.body == big[2] + big[3]
+
+
 def test_configured_headers_replace_and_yield(loop):
     # A configured server header replaces the built-in one; a header the app sets replaces
     # the configured one of that name. No framing header goes out on a 204.
@@ -310,6 +343,58 @@ def test_chunked_request_flow_control(loop):
     assert len(sizes) > 1
 
 
+def test_streamed_chunk_arrives_while_the_app_waits(loop):
+    """A chunk of a response that goes on reaches the client once the app waits, before
+    the rest exists (the app waits for the client to have read it)."""
+    got_first = asyncio.Event()
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        await got_first.wait()
+        await send({"type": "http.response.body", "body": b"second", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            await reader.readuntil(b"\r\n\r\n")
+            first = await asyncio.wait_for(reader.readuntil(b"first\r\n"), 5)
+            got_first.set()
+            rest = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 5)
+            writer.close()
+            return first, rest
+
+    first, rest = run(loop, main())
+    assert first == b"5\r\nfirst\r\n"
+    assert rest == b"6\r\nsecond\r\n0\r\n\r\n"
+
+
+def test_streamed_body_in_one_step_past_the_buffers(loop):
+    """An app that streams far more than the socket buffers hold without waiting on
+    anything but send() gets it all delivered, in order: send() waits while the transport
+    is paused and carries on when the client has read."""
+    chunks = [bytes([i % 251]) * 65536 for i in range(512)]
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for c in chunks:
+            await send({"type": "http.response.body", "body": c, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            writer.write(GET)
+            resp = await read_response(reader)
+            writer.close()
+            return resp
+
+    resp = run(loop, main())
+    assert resp.status == 200 and resp.body == b"".join(chunks)
+
+
 def test_expect_100_continue(loop):
     async def main():
         async with serving(echo_app) as server:
@@ -401,7 +486,8 @@ def test_app_exception(loop, where, caplog):
     if where == "before":
         assert data.startswith(b"HTTP/1.1 500 ")
     else:
-        assert data.startswith(b"HTTP/1.1 200 ") and b"0\r\n\r\n" not in data
+        # what the app sent before it failed is delivered, then the connection closes
+        assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"\r\n\r\n4\r\npart\r\n")
     assert any("Exception in ASGI application" in r.getMessage() for r in caplog.records)
 
 

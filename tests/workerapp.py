@@ -45,6 +45,8 @@ async def app(scope, receive, send):
         elif path == "/stuck":
             await asyncio.Event().wait()
         else:
+            # Response chunks leave when the app yields to the loop: yield once, then block.
+            await asyncio.sleep(0)
             time.sleep(3600)
         await send({"type": "http.response.body", "body": b"end\n"})
     elif path == "/upload":

@@ -103,9 +103,6 @@ class Loop(
                 "Non-thread-safe operation invoked on an event loop other than the current one"
             )
 
-    def is_running(self):
-        return self._thread_id is not None
-
     def run_forever(self):
         self._check_closed()
         self._check_running()

@@ -296,7 +296,7 @@ fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<PyAny>> {
 /// may run Python code).
 enum Message<'py> {
     Start { status: u16, head: Vec<u8>, length: Option<u64>, chunked: bool, close: bool, trailers: bool },
-    Body { body: Bound<'py, PyAny>, more: bool },
+    Body { body: Bound<'py, PyBytes>, more: bool },
     Trailers { fields: Vec<u8>, more: bool },
     PathSend { path: Bound<'py, PyAny>, size: u64 },
 }
@@ -413,7 +413,10 @@ fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>) -> PyResu
             if !body.is_instance_of::<PyBytes>() && !body.is_instance_of::<pyo3::types::PyByteArray>() && !body.is_instance_of::<pyo3::types::PyMemoryView>() {
                 return Err(PyTypeError::new_err("'body' must be bytes"));
             }
-            let body = if body.is_instance_of::<PyBytes>() { body } else { PyBytes::new(py, &body.extract::<Vec<u8>>()?).into_any() };
+            let body = match body.cast_into::<PyBytes>() {
+                Ok(b) => b,
+                Err(e) => PyBytes::new(py, &e.into_inner().extract::<Vec<u8>>()?),
+            };
             let more = match get(msg, intern!(py, "more_body"))? {
                 Some(m) => m.is_truthy()?,
                 None => false,
@@ -525,7 +528,7 @@ fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_, PyAny>) -
                 if req.body_finished {
                     return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.body' sent, after response already completed."));
                 }
-                let data = body.cast::<PyBytes>().map(|b| b.as_bytes()).unwrap_or(b"");
+                let data = body.as_bytes();
                 let mut out = if req.head_written { Vec::new() } else { close_head(req, data.len(), more) };
                 let mut big = None;
                 let has_body = !bodiless(req.status, req.head_method);
@@ -565,16 +568,20 @@ fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_, PyAny>) -
                     None => {
                         out.extend_from_slice(&tail);
                         if !out.is_empty() {
-                            acts.push(Act::Write(out));
+                            // A response that goes on waits for the end of the iteration:
+                            // its next message (often the last) goes out in the same write.
+                            acts.push(if done { Act::Write(out) } else { Act::WriteLater(out) });
                         }
                     }
                     Some(obj) => {
+                        // One vectored write at the last piece: the head and tail are
+                        // held with the body (by reference) until then.
                         if !out.is_empty() {
-                            acts.push(Act::Write(out));
+                            acts.push(Act::WriteLater(out));
                         }
-                        acts.push(Act::WriteObj(obj));
+                        acts.push(Act::WriteObj(obj, !done || !tail.is_empty()));
                         if !tail.is_empty() {
-                            acts.push(Act::Write(tail));
+                            acts.push(if done { Act::Write(tail) } else { Act::WriteLater(tail) });
                         }
                     }
                 }

@@ -7,7 +7,7 @@ use super::response::push_header;
 use crate::event_loop::LoopCore;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PySet, PyString};
+use pyo3::types::{PyDict, PySet, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -40,9 +40,13 @@ pub struct HttpServerState {
     pub app: Py<PyAny>,
     pub lp: Py<PyAny>,
     pub create_task: Py<PyAny>,
-    /// `eager_task(coro)`: a task that runs its first step at once (Python 3.12+), so a
-    /// response that never waits is sent without a trip through the ready queue.
+    /// The Task class, called `Task(coro, loop=loop, eager_start=True)`: a task that runs
+    /// its first step at once (Python 3.12+), so a response that never waits is sent
+    /// without a trip through the ready queue. (The loop must be given: an eager start
+    /// asks it whether it runs.)
     pub eager_task: Option<Py<PyAny>>,
+    /// `("loop", "eager_start")`: the keyword names of that call.
+    pub kw_eager: Py<PyTuple>,
     /// An eager task is running its first step: a request it completes and that starts the
     /// next pipelined one gets a plain task (no nesting, however long the pipeline).
     pub in_eager: AtomicBool,
@@ -159,6 +163,7 @@ impl HttpServerState {
             lp: loop_,
             create_task,
             eager_task,
+            kw_eager: PyTuple::new(py, [PyString::intern(py, "loop"), PyString::intern(py, "eager_start")])?.unbind(),
             in_eager: AtomicBool::new(false),
             core,
             logger,

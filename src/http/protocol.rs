@@ -11,10 +11,11 @@ use super::config::HttpServerState;
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
 use super::response::{reason, simple_response};
 use crate::clock::monotonic;
+use crate::pyutil::vectorcall_kw;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::StreamCore;
+use crate::transport::stream::{Held, StreamCore};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 use std::sync::atomic::Ordering;
 
@@ -101,7 +102,10 @@ pub struct Conn {
 /// Work to do once the lock is released, in order.
 pub enum Act {
     Write(Vec<u8>),
-    WriteObj(Py<PyAny>),
+    /// A chunk of a response that goes on: written at the end of the loop iteration.
+    WriteLater(Vec<u8>),
+    /// A large body by reference; held as `WriteLater` is when the flag is set.
+    WriteObj(Py<PyBytes>, bool),
     Close,
     Abort,
     PauseReading,
@@ -164,23 +168,9 @@ impl HttpProtocol {
         for act in acts {
             let r: PyResult<()> = (|| {
                 match act {
-                    Act::Write(data) => {
-                        let (core, w) = {
-                            let c = this.lock(py)?;
-                            (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
-                        };
-                        if let Some(core) = core {
-                            core.get().write_slice(py, &data)?;
-                        } else if let Some(w) = w {
-                            w.call1(py, (PyBytes::new(py, &data),))?;
-                        }
-                    }
-                    Act::WriteObj(obj) => {
-                        let w = this.lock(py)?.write.as_ref().map(|w| w.clone_ref(py));
-                        if let Some(w) = w {
-                            w.call1(py, (obj,))?;
-                        }
-                    }
+                    Act::Write(data) => this.write_out(py, Held::Owned(data), false)?,
+                    Act::WriteLater(data) => this.write_out(py, Held::Owned(data), true)?,
+                    Act::WriteObj(obj, later) => this.write_out(py, Held::Shared(obj.into_bound(py)), later)?,
                     Act::Close | Act::Abort => {
                         let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
@@ -249,6 +239,32 @@ impl HttpProtocol {
                 }
                 e.write_unraisable(py, Some(slf.as_any()));
             }
+        }
+        Ok(())
+    }
+
+    /// Write response bytes: to swordfish's socket transport without a Python call (`later`:
+    /// held until the end of the loop iteration, so what follows in the same iteration goes
+    /// out in the same write), or through the transport's `write` on another loop.
+    fn write_out(&self, py: Python<'_>, data: Held<'_>, later: bool) -> PyResult<()> {
+        let (core, w) = {
+            let c = self.lock(py)?;
+            (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
+        };
+        if let Some(core) = core {
+            if later {
+                return StreamCore::write_deferred(core.bind(py), data);
+            }
+            return match &data {
+                Held::Owned(v) => core.get().write_now(py, v, None),
+                Held::Shared(b) => core.get().write_now(py, b.as_bytes(), Some(b)),
+            };
+        }
+        if let Some(w) = w {
+            match data {
+                Held::Owned(v) => w.call1(py, (PyBytes::new(py, &v),))?,
+                Held::Shared(b) => w.call1(py, (b,))?,
+            };
         }
         Ok(())
     }
@@ -488,8 +504,9 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
         // the same poll) a CPU-heavy request would hold them all up: queue it behind them.
         let queue_busy = || state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
         match &state.eager_task {
-            Some(eager) if !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
-                let task = eager.bind(py).call1((coro,));
+            Some(task_type) if !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
+                let eager = PyBool::new(py, true);
+                let task = vectorcall_kw(py, task_type, &[&coro, state.lp.bind(py), eager.as_any()], &state.kw_eager);
                 state.in_eager.store(false, Ordering::Relaxed);
                 task
             }

@@ -11,6 +11,8 @@ use std::os::fd::RawFd;
 
 /// Upper bound of iovecs per write call (Linux IOV_MAX is 1024).
 const MAX_IOVECS: usize = 256;
+/// A copy this small is appended to the queued copy before it rather than queued apart.
+const SMALL_APPEND: usize = 4096;
 
 enum Chunk {
     Shared(Py<PyBytes>, usize),
@@ -81,12 +83,27 @@ impl WriteBuffer {
         }
         self.size += data.len();
         if let Some(Chunk::Owned(v, start)) = self.chunks.back_mut() {
-            if *start == 0 && data.len() <= 4096 {
+            if *start == 0 && data.len() <= SMALL_APPEND {
                 v.extend_from_slice(data);
                 return;
             }
         }
         self.chunks.push_back(Chunk::Owned(data.to_vec(), 0));
+    }
+
+    /// Queue `data`, taking it over; small pieces are appended to a queued copy instead.
+    pub fn push_vec(&mut self, data: Vec<u8>) {
+        if let Some(Chunk::Owned(v, 0)) = self.chunks.back_mut() {
+            if data.len() <= SMALL_APPEND {
+                self.size += data.len();
+                v.extend_from_slice(&data);
+                return;
+            }
+        }
+        if !data.is_empty() {
+            self.size += data.len();
+            self.chunks.push_back(Chunk::Owned(data, 0));
+        }
     }
 
     /// Write as much as the descriptor takes. Returns the number of bytes written;

@@ -3,7 +3,6 @@ shuts down gracefully (stop accepting, close idle connections, let in-flight req
 finish up to the graceful timeout, then close the rest)."""
 
 import asyncio
-import functools
 import logging
 import os
 import random
@@ -39,12 +38,13 @@ async def _pathsend(protocol, transport, path, gen):
 
 
 def _eager_task(loop):
-    """Python 3.12+ and no task factory: requests start as eager tasks, whose first step
-    runs at once, so a response that never waits is sent in the same callback that read
-    the request. A task factory set by the app (in lifespan) is honoured instead."""
+    """Python 3.12+ and no task factory: requests start as eager tasks (this class with
+    eager_start=True), whose first step runs at once, so a response that never waits is
+    sent in the same callback that read the request. A task factory set by the app (in
+    lifespan) is honoured instead."""
     if sys.version_info < (3, 12) or loop.get_task_factory() is not None:
         return None
-    return functools.partial(asyncio.Task, loop=loop, eager_start=True)
+    return asyncio.Task
 
 
 def _access_log(scope, status, size, seconds, client=None):

@@ -46,6 +46,7 @@ impl StreamCore {
                 high: DEFAULT_HIGH_WATER,
                 low: DEFAULT_HIGH_WATER / 4,
                 wbuf: WriteBuffer::default(),
+                deferred: false,
                 empty_waiter: None,
                 reg_read: false,
                 reg_write: false,
@@ -175,25 +176,7 @@ impl StreamCore {
             }
             // Nothing was queued before: write now, as write() would.
         }
-        let flushed = {
-            let mut inner = self.inner(py)?;
-            let r = inner.wbuf.flush(py, self.fd, self.kind.sink());
-            if r.is_ok() {
-                self.sync(py, &mut inner)?;
-            } else {
-                let dropped = inner.wbuf.clear();
-                if self.kind != Kind::Socket {
-                    inner.conn_lost += 1;
-                }
-                drop(inner);
-                drop(dropped);
-            }
-            r
-        };
-        if let Err(e) = flushed {
-            return self.fatal(py, os_error(py, e), self.kind.write_error());
-        }
-        self.maybe_pause_protocol(py)
+        self.flush_now(py)
     }
 
     fn write_eof(&self, py: Python<'_>) -> PyResult<()> {
@@ -206,6 +189,8 @@ impl StreamCore {
                 return Ok(());
             }
             inner.eof = true;
+            inner.deferred = false;
+            self.sync(py, &mut inner)?;
             inner.wbuf.is_empty()
         };
         if shutdown_now {
@@ -235,6 +220,7 @@ impl StreamCore {
                 return Ok(());
             }
             let dropped = inner.wbuf.clear();
+            inner.deferred = false;
             inner.closing = true;
             inner.conn_lost += 1;
             (self.schedule_connection_lost(py, &mut inner, exc)?, dropped)
@@ -353,10 +339,12 @@ impl StreamCore {
     /// until `_reset_empty_waiter()`.
     fn _make_empty_waiter(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let empty = {
-            let inner = self.inner(py)?;
+            let mut inner = self.inner(py)?;
             if inner.empty_waiter.is_some() {
                 return Err(PyRuntimeError::new_err("Empty waiter is already set"));
             }
+            inner.deferred = false;
+            self.sync(py, &mut inner)?;
             inner.wbuf.is_empty()
         };
         let waiter = self.lp.bind(py).call_method0(intern!(py, "create_future"))?;

@@ -87,6 +87,9 @@ struct Inner {
     high: usize,
     low: usize,
     wbuf: WriteBuffer,
+    /// `wbuf` holds only writes held for the end of the loop iteration (`write_deferred`):
+    /// nothing is registered for them, the loop flushes them before it polls.
+    deferred: bool,
     empty_waiter: Option<Py<PyAny>>,
     /// Interest currently registered with the loop.
     reg_read: bool,
@@ -106,7 +109,7 @@ impl Inner {
     }
 
     fn want_write(&self) -> bool {
-        self.attached && !self.wbuf.is_empty() && !self.lost_scheduled
+        self.attached && !self.wbuf.is_empty() && !self.lost_scheduled && !self.deferred
     }
 }
 
@@ -118,6 +121,13 @@ pub struct StreamCore {
     inner: GilCell<Inner>,
     /// The last read was large: size the next one with FIONREAD (see `read_bytes`).
     large_reads: AtomicBool,
+}
+
+/// Bytes for `StreamCore::write_deferred`: owned by the caller, or a bytes object queued
+/// by reference.
+pub enum Held<'py> {
+    Owned(Vec<u8>),
+    Shared(Bound<'py, PyBytes>),
 }
 
 /// What to do once the transport's lock is released.
@@ -267,6 +277,8 @@ impl StreamCore {
                         return Ok(());
                     }
                     inner.closing = true;
+                    // Writes held for the end of the iteration drain as any queued ones do.
+                    inner.deferred = false;
                     if inner.wbuf.is_empty() {
                         inner.conn_lost += 1;
                         self.schedule_connection_lost(py, &mut inner, py.None())?

@@ -164,13 +164,123 @@ impl StreamCore {
         self.maybe_pause_protocol(py)
     }
 
-    /// `write()` of bytes a native protocol owns (the HTTP server's responses): written at
-    /// once when nothing is queued, copied into the queue otherwise; no Python object.
-    pub fn write_slice(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+    /// `write()` of bytes a native protocol holds (the HTTP server's responses): written at
+    /// once when nothing is queued, queued otherwise (by reference when `shared`, the bytes
+    /// object holding them, is given, else copied); no Python call. Writes held for the end
+    /// of the iteration go out with these, in one vectored write.
+    pub fn write_now(&self, py: Python<'_>, data: &[u8], shared: Option<&Bound<'_, PyBytes>>) -> PyResult<()> {
         if data.is_empty() {
             return self.write_checks(py);
         }
-        self.write_with(py, |inner| self.write_bytes_locked(py, inner, data, None, true))
+        if !self.inner(py)?.deferred {
+            return self.write_with(py, |inner| self.write_bytes_locked(py, inner, data, shared, true));
+        }
+        self.write_checks(py)?;
+        {
+            let mut inner = self.inner(py)?;
+            if self.swallow_write(py, &mut inner)? {
+                return Ok(());
+            }
+            self.write_bytes_locked(py, &mut inner, data, shared, false)?;
+        }
+        self.flush_deferred(py)
+    }
+
+    /// Queue bytes a native protocol holds without a syscall: the loop writes them at the
+    /// end of its iteration (`flush_deferred_ready`), together with whatever the same
+    /// iteration writes after them. The HTTP server holds a streamed response's chunks so,
+    /// and its last chunk then goes out with them. Over the high-water mark it writes at once
+    /// (flow control then sees what the kernel did not take).
+    pub fn write_deferred(slf: &Bound<'_, Self>, data: Held<'_>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        this.write_checks(py)?;
+        let empty = match &data {
+            Held::Owned(v) => v.is_empty(),
+            Held::Shared(b) => b.as_bytes().is_empty(),
+        };
+        if empty {
+            return Ok(());
+        }
+        let (schedule, deferred, over) = {
+            let mut inner = this.inner(py)?;
+            if this.swallow_write(py, &mut inner)? {
+                return Ok(());
+            }
+            let schedule = inner.wbuf.is_empty();
+            if schedule {
+                inner.deferred = true;
+            }
+            match data {
+                Held::Owned(v) => inner.wbuf.push_vec(v),
+                Held::Shared(b) => {
+                    let len = b.as_bytes().len();
+                    inner.wbuf.push_shared(b.unbind(), 0, len);
+                }
+            }
+            (schedule, inner.deferred, inner.wbuf.len() > inner.high)
+        };
+        if schedule {
+            this.lp.get().defer_flush(py, slf.clone().unbind())?;
+        }
+        match (deferred, over) {
+            (true, true) => this.flush_deferred(py),
+            (true, false) => Ok(()),
+            // Queued behind bytes that wait for the descriptor: as `write()` would be.
+            (false, _) => this.maybe_pause_protocol(py),
+        }
+    }
+
+    /// The loop's end-of-iteration flush, in the transport's context as readiness is.
+    pub fn flush_deferred_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let ctx = match this.inner(py)?.context.as_ref() {
+            Some(c) => c.clone_ref(py),
+            None => return Ok(()),
+        };
+        in_context(py, &ctx, || this.flush_deferred(py))
+    }
+
+    fn flush_deferred(&self, py: Python<'_>) -> PyResult<()> {
+        {
+            let mut inner = self.inner(py)?;
+            if !inner.deferred {
+                return Ok(());
+            }
+            inner.deferred = false;
+            if inner.conn_lost > 0 || inner.lost_scheduled {
+                drop(inner.wbuf.clear());
+                return Ok(());
+            }
+        }
+        self.flush_now(py)
+    }
+
+    /// Write what is queued as far as the descriptor takes it, watch for the rest.
+    pub(super) fn flush_now(&self, py: Python<'_>) -> PyResult<()> {
+        let flushed = {
+            let mut inner = self.inner(py)?;
+            let r = inner.wbuf.flush(py, self.fd, self.kind.sink());
+            if r.is_ok() {
+                self.sync(py, &mut inner)?;
+            } else {
+                let dropped = inner.wbuf.clear();
+                if self.kind != Kind::Socket {
+                    inner.conn_lost += 1;
+                }
+                drop(inner);
+                drop(dropped);
+            }
+            r
+        };
+        if let Err(e) = flushed {
+            return self.fatal(py, os_error(py, e), self.kind.write_error());
+        }
+        // Writes held for the end of the iteration may have paused the protocol: no
+        // writability edge would resume it once the kernel took them all.
+        self.maybe_resume_protocol(py)?;
+        self.maybe_pause_protocol(py)
     }
 
     /// A lost or closing connection swallows writes, warning after a few (the stdlib's rule).
