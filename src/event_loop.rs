@@ -459,7 +459,7 @@ impl LoopCore {
                     let _ = reactor::update(&this.registry, fd, i, i);
                 }
             }
-            let timeout = if !st.ready.is_empty() || st.stopping {
+            let timeout = if !st.ready.is_empty() || !st.deferred.is_empty() || st.stopping {
                 Some(Duration::ZERO)
             } else if let Some((when, _)) = st.timers.peek() {
                 let secs = (when - monotonic()).clamp(0.0, MAX_POLL_SECONDS);
@@ -573,6 +573,16 @@ impl LoopCore {
         // Exactly the callbacks ready now run in this iteration; what they schedule waits for
         // the next one. Taken in one batch; handles cancelled meanwhile are skipped by `run`.
         let batch: Vec<Ready> = this.state.lock(py)?.ready.drain(..).collect();
+        let ran = Self::run_ready(slf, batch);
+        // Held writes go out even when a callback raised KeyboardInterrupt or SystemExit.
+        let flushed = Self::flush_deferred(slf);
+        ran.and(flushed)
+    }
+
+    /// Run one iteration's batch of ready callbacks and readiness events.
+    fn run_ready(slf: &Bound<'_, Self>, batch: Vec<Ready>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
         let debug = this.debug();
         let mut batch = batch.into_iter();
         while let Some(item) = batch.next() {
@@ -615,7 +625,7 @@ impl LoopCore {
                 return Err(err);
             }
         }
-        Self::flush_deferred(slf)
+        Ok(())
     }
 
     /// Hold `core`'s queued writes until the end of this iteration: what the callbacks of
@@ -628,9 +638,12 @@ impl LoopCore {
     fn flush_deferred(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let deferred = std::mem::take(&mut slf.get().state.lock(py)?.deferred);
-        for core in deferred {
+        let mut deferred = deferred.into_iter();
+        while let Some(core) = deferred.next() {
             if let Err(err) = StreamCore::flush_deferred_ready(core.bind(py)) {
                 if err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py) {
+                    // The rest still hold bytes: the next iteration writes them.
+                    slf.get().state.lock(py)?.deferred.extend(deferred);
                     return Err(err);
                 }
                 Self::report_io_error(slf, err);

@@ -5,11 +5,12 @@ receive/send, keep-alive and pipelining, chunked responses, content-length check
 import asyncio
 import logging
 import os
+import socket
 import sys
 
 import pytest
 
-from httputil import closed, connect, echo_app, read_response, request, serving
+from httputil import closed, connect, echo_app, port_of, read_response, request, serving
 from swordfish.server import ClientDisconnected
 
 H = b"Host: example.com\r\n"
@@ -369,6 +370,32 @@ def test_streamed_chunk_arrives_while_the_app_waits(loop):
     first, rest = run(loop, main())
     assert first == b"5\r\nfirst\r\n"
     assert rest == b"6\r\nsecond\r\n0\r\n\r\n"
+
+
+def test_held_chunk_leaves_when_the_app_interrupts_the_loop(loop):
+    """KeyboardInterrupt from the app's step goes on out of the loop, as from any task, and
+    the chunk the step sent has reached the client by then: it is not left held for an
+    iteration that may never come."""
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"held", "more_body": True})
+        raise KeyboardInterrupt
+
+    served = serving(app)
+    server = run(loop, served.__aenter__())
+    try:
+        with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as client:
+            client.sendall(GET)
+            with pytest.raises(KeyboardInterrupt):
+                loop.run_until_complete(asyncio.sleep(10))
+            data = b""
+            while not data.endswith(b"held\r\n"):  # the loop is not running now
+                chunk = client.recv(65536)
+                assert chunk, data
+                data += chunk
+        assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"\r\n\r\n4\r\nheld\r\n")
+    finally:
+        run(loop, served.__aexit__(None, None, None))
 
 
 def test_streamed_body_in_one_step_past_the_buffers(loop):

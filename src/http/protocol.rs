@@ -526,7 +526,14 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
             }
             Ok(())
         }
-        Err(e) => super::asgi::app_finished(slf, gen, Some(e.into_value(py).into_any())),
+        Err(e) => {
+            let finished = super::asgi::app_finished(slf, gen, Some(e.clone_ref(py).into_value(py).into_any()));
+            // As from any task's step, KeyboardInterrupt and SystemExit go on out of the loop.
+            if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py) {
+                return Err(e);
+            }
+            finished
+        }
     }
 }
 

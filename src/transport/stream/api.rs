@@ -183,14 +183,13 @@ impl StreamCore {
         if self.kind != Kind::Socket {
             return self.close_impl(py);
         }
+        self.flush_deferred(py)?;
         let shutdown_now = {
             let mut inner = self.inner(py)?;
             if inner.closing || inner.eof {
                 return Ok(());
             }
             inner.eof = true;
-            inner.deferred = false;
-            self.sync(py, &mut inner)?;
             inner.wbuf.is_empty()
         };
         if shutdown_now {
@@ -338,13 +337,12 @@ impl StreamCore {
     /// For `loop.sendfile`: a future done once the write queue is empty; writes are refused
     /// until `_reset_empty_waiter()`.
     fn _make_empty_waiter(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.flush_deferred(py)?;
         let empty = {
-            let mut inner = self.inner(py)?;
+            let inner = self.inner(py)?;
             if inner.empty_waiter.is_some() {
                 return Err(PyRuntimeError::new_err("Empty waiter is already set"));
             }
-            inner.deferred = false;
-            self.sync(py, &mut inner)?;
             inner.wbuf.is_empty()
         };
         let waiter = self.lp.bind(py).call_method0(intern!(py, "create_future"))?;

@@ -269,6 +269,8 @@ impl StreamCore {
     }
 
     fn close_impl(&self, py: Python<'_>) -> PyResult<()> {
+        // Bytes held for the end of the iteration are written now, as `write()` would have.
+        self.flush_deferred(py)?;
         let pending = {
             let mut inner = self.inner(py)?;
             match self.kind {
@@ -277,8 +279,6 @@ impl StreamCore {
                         return Ok(());
                     }
                     inner.closing = true;
-                    // Writes held for the end of the iteration drain as any queued ones do.
-                    inner.deferred = false;
                     if inner.wbuf.is_empty() {
                         inner.conn_lost += 1;
                         self.schedule_connection_lost(py, &mut inner, py.None())?

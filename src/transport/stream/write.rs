@@ -242,19 +242,22 @@ impl StreamCore {
         in_context(py, &ctx, || this.flush_deferred(py))
     }
 
-    fn flush_deferred(&self, py: Python<'_>) -> PyResult<()> {
-        {
+    /// Write held bytes now (see `write_deferred`).
+    pub(super) fn flush_deferred(&self, py: Python<'_>) -> PyResult<()> {
+        let dropped = {
             let mut inner = self.inner(py)?;
             if !inner.deferred {
                 return Ok(());
             }
             inner.deferred = false;
-            if inner.conn_lost > 0 || inner.lost_scheduled {
-                drop(inner.wbuf.clear());
-                return Ok(());
+            if !(inner.conn_lost > 0 || inner.lost_scheduled) {
+                drop(inner);
+                return self.flush_now(py);
             }
-        }
-        self.flush_now(py)
+            inner.wbuf.clear()
+        };
+        drop(dropped);
+        Ok(())
     }
 
     /// Write what is queued as far as the descriptor takes it, watch for the rest.
