@@ -5,7 +5,7 @@
 use crate::call_args::CallArgs;
 use crate::clock::monotonic;
 use crate::handles::{hand_back, hide_from_gc, Failure, Handle, HandleContext, LoopShared, TimerHandle};
-use crate::pyutil::{fileobj_to_fd, os_error, vectorcall_kw};
+use crate::pyutil::{fileobj_to_fd, is_exit, os_error, vectorcall_kw};
 use crate::reactor::{self, Poller, Readiness, WAKER_TOKEN};
 use crate::sock_ops;
 use crate::spare::SparePool;
@@ -14,7 +14,7 @@ use crate::timers::TimerQueue;
 use crate::transport::stream::StreamCore;
 use crate::transport::IoTarget;
 use mio::{Registry, Waker};
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use pyo3::{ffi, intern, PyTraverseError, PyVisit};
@@ -590,9 +590,7 @@ impl LoopCore {
                 Ready::Call(h) => h,
                 Ready::Io(target, ev) => {
                     if let Err(err) = target.dispatch(py, ev) {
-                        if err.is_instance_of::<PyKeyboardInterrupt>(py)
-                            || err.is_instance_of::<PySystemExit>(py)
-                        {
+                        if is_exit(py, &err) {
                             Self::requeue(this, py, batch)?;
                             return Err(err);
                         }
@@ -641,7 +639,7 @@ impl LoopCore {
         let mut deferred = deferred.into_iter();
         while let Some(core) = deferred.next() {
             if let Err(err) = StreamCore::flush_deferred_ready(core.bind(py)) {
-                if err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py) {
+                if is_exit(py, &err) {
                     // The rest still hold bytes: the next iteration writes them.
                     slf.get().state.lock(py)?.deferred.extend(deferred);
                     return Err(err);
@@ -860,9 +858,7 @@ impl LoopCore {
     /// rest go to the exception handler (as in `asyncio.Handle._run`).
     fn report(slf: &Bound<'_, Self>, handle: &Py<Handle>, failure: Failure) -> PyResult<()> {
         let py = slf.py();
-        if failure.err.is_instance_of::<PyKeyboardInterrupt>(py)
-            || failure.err.is_instance_of::<PySystemExit>(py)
-        {
+        if is_exit(py, &failure.err) {
             return Err(failure.err);
         }
         let exc = failure.err.into_value(py);

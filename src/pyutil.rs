@@ -1,6 +1,6 @@
 //! Glue between Rust values and Python conventions: file descriptors, OS errors, calls.
 
-use pyo3::exceptions::{PyAttributeError, PyOSError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyKeyboardInterrupt, PyOSError, PySystemExit, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 use pyo3::{ffi, intern};
@@ -39,6 +39,12 @@ fn repr(obj: &Bound<'_, PyAny>) -> String {
 }
 
 /// `OSError(errno, strerror)`: Python picks the subclass (PermissionError, …) from errno.
+/// KeyboardInterrupt and SystemExit: the exceptions that leave the loop instead of being
+/// reported (as `asyncio.Handle._run` lets them).
+pub fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
+    err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py)
+}
+
 pub fn os_error(py: Python<'_>, err: std::io::Error) -> PyErr {
     match err.raw_os_error() {
         Some(code) => {

@@ -11,7 +11,7 @@ use super::config::HttpServerState;
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
 use super::response::{reason, simple_response};
 use crate::clock::monotonic;
-use crate::pyutil::vectorcall_kw;
+use crate::pyutil::{is_exit, vectorcall_kw};
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::{Held, StreamCore};
 use pyo3::prelude::*;
@@ -232,9 +232,7 @@ impl HttpProtocol {
                 Ok(())
             })();
             if let Err(e) = r {
-                if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py)
-                    || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py)
-                {
+                if is_exit(py, &e) {
                     return Err(e);
                 }
                 e.write_unraisable(py, Some(slf.as_any()));
@@ -529,7 +527,7 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
         Err(e) => {
             let finished = super::asgi::app_finished(slf, gen, Some(e.clone_ref(py).into_value(py).into_any()));
             // As from any task's step, KeyboardInterrupt and SystemExit go on out of the loop.
-            if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) || e.is_instance_of::<pyo3::exceptions::PySystemExit>(py) {
+            if is_exit(py, &e) {
                 return Err(e);
             }
             finished

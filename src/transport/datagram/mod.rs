@@ -27,12 +27,12 @@ use crate::transport::pybuf::{in_context, View};
 use crate::transport::IoTarget;
 use crate::handles::copy_context;
 use crate::event_loop::LoopCore;
-use crate::pyutil::os_error;
+use crate::pyutil::{is_exit, os_error};
 use crate::reactor::Readiness;
 use crate::sync::{GilCell, GilGuard};
 use pyo3::exceptions::{
-    PyAttributeError, PyBlockingIOError, PyInterruptedError, PyKeyboardInterrupt, PyOSError,
-    PySystemExit, PyTypeError, PyValueError,
+    PyAttributeError, PyBlockingIOError, PyInterruptedError, PyOSError, PyTypeError,
+    PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyInt, PyMemoryView, PyString, PyTuple, PyWeakrefReference};
@@ -93,10 +93,6 @@ enum Failure {
     Exit(PyErr),
     /// Anything else: the transport's fatal-error path.
     Other(PyErr),
-}
-
-fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
-    err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py)
 }
 
 fn classify(py: Python<'_>, err: PyErr) -> Failure {

@@ -22,11 +22,10 @@ use crate::reactor::Readiness;
 use crate::transport::pybuf::{in_context, read_into_bytes, read_sized, with_bytes, View, COPY_OUT_LIMIT};
 use crate::transport::write_buffer::{write_once, Sink, WriteBuffer};
 use crate::transport::IoTarget;
-use crate::pyutil::os_error;
+use crate::pyutil::{is_exit, os_error};
 use crate::sync::{GilCell, GilGuard};
 use pyo3::exceptions::{
-    PyAssertionError, PyBrokenPipeError, PyKeyboardInterrupt, PyRuntimeError, PySystemExit,
-    PyTypeError, PyValueError,
+    PyAssertionError, PyBrokenPipeError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
@@ -134,10 +133,6 @@ pub enum Held<'py> {
 enum After {
     Nothing,
     Fatal(PyErr, &'static str),
-}
-
-fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
-    err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py)
 }
 
 impl StreamCore {

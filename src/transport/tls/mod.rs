@@ -16,8 +16,9 @@ mod session;
 
 use crate::transport::stream::StreamCore;
 use crate::event_loop::LoopCore;
+use crate::pyutil::is_exit;
 use crate::sync::{GilCell, GilGuard};
-use pyo3::exceptions::{PyConnectionAbortedError, PyConnectionResetError, PyKeyboardInterrupt, PySystemExit, PyTypeError};
+use pyo3::exceptions::{PyConnectionAbortedError, PyConnectionResetError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -93,10 +94,6 @@ pub struct TlsCore {
     handshake_timeout: Py<PyAny>,
     shutdown_timeout: Py<PyAny>,
     inner: GilCell<Inner>,
-}
-
-fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
-    err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py)
 }
 
 impl TlsCore {
