@@ -175,6 +175,8 @@ impl StreamCore {
         if !self.inner(py)?.deferred {
             return self.write_with(py, |inner| self.write_bytes_locked(py, inner, data, shared, true));
         }
+        // Not `write_with`: it would weigh flow control before the held bytes are written,
+        // and pause the protocol for bytes the kernel is about to take.
         self.write_checks(py)?;
         {
             let mut inner = self.inner(py)?;
