@@ -26,6 +26,7 @@ from ._connections import (
     set_reuse_port,
     version_keywords,
 )
+from ._transports import shared_host
 
 __all__ = ["Server"]
 
@@ -442,7 +443,7 @@ class ServersMixin:
             conn.setblocking(False)
             # A context of its own per connection, as the stdlib's per-connection task has.
             contextvars.copy_context().run(
-                self._accept_connection2, protocol_factory, conn, {"peername": addr},
+                self._accept_connection2, protocol_factory, conn, {"peername": shared_host(addr)},
                 sslcontext, server, ssl_handshake_timeout, ssl_shutdown_timeout,
             )
 

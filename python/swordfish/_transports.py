@@ -25,6 +25,38 @@ _SLOTS = ("_loop", "_server", "_core", "__weakref__", "__dict__")
 _UNSET = object()
 
 
+_last_address = None
+
+
+def shared_address(addr):
+    """`addr`, or an equal address tuple kept from an earlier call. The connections a server
+    accepts share their local address, and an idle connection costs about 140 bytes less
+    when they share one tuple rather than each holding its own."""
+    global _last_address
+    last = _last_address
+    if addr == last and type(addr) is type(last):
+        return last
+    _last_address = addr
+    return addr
+
+
+_last_host = None
+
+
+def shared_host(addr):
+    """A peer address whose host string is the one of an earlier call when equal (most
+    clients of a server come from a few hosts): about 60 bytes less per idle connection."""
+    global _last_host
+    if type(addr) is not tuple or not addr or type(addr[0]) is not str:
+        return addr
+    host = addr[0]
+    last = _last_host
+    if host == last:
+        return (last, *addr[1:])
+    _last_host = host
+    return addr
+
+
 def _set_nodelay(sock):
     if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
         if sock.proto == socket.IPPROTO_TCP or sock.proto == 0:
@@ -231,12 +263,18 @@ class SocketTransport(_Writes, _Reads, _StreamTransport, asyncio.Transport):
     _start_tls_compatible = True
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None, server=None):
+        peername = _UNSET
+        if extra is not None and len(extra) == 1 and "peername" in extra:
+            # What an accepted connection gets: kept in its slot, the extra dict left empty.
+            peername = extra["peername"]
+            extra = None
         asyncio.Transport.__init__(self, extra)
         try:
-            sockname = sock.getsockname()
+            sockname = shared_address(sock.getsockname())
         except OSError:
             sockname = None
-        peername = self._extra.get("peername", _UNSET)
+        if peername is _UNSET:
+            peername = self._extra.get("peername", _UNSET)
         if peername is _UNSET:
             try:
                 peername = sock.getpeername()
