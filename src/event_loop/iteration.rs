@@ -1,0 +1,314 @@
+//! One loop iteration: poll (waiting only when nothing is ready), move due timers and I/O
+//! events to the ready queue, run what was ready, then write the transports' held bytes.
+
+use super::{LoopCore, Ready, State};
+use crate::clock::monotonic;
+use crate::handles::{Failure, Handle, TimerHandle};
+use crate::pyutil::{is_exit, os_error};
+use crate::reactor::{self, Poller, Readiness};
+use crate::sync::lock;
+use crate::transport::stream::StreamCore;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3::intern;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The stdlib caps a single select() at one day.
+const MAX_POLL_SECONDS: f64 = 86400.0;
+/// Clean the timer queue when more than this many timers are queued and more than half of
+/// them are cancelled (the stdlib's policy).
+const MIN_TIMERS_FOR_CLEANUP: usize = 100;
+
+impl LoopCore {
+    /// One iteration: poll for I/O (waiting only when nothing is ready), move due timers to
+    /// the ready queue, then run every callback that was ready at that point.
+    pub(super) fn run_once(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+
+        let (timeout, cancelled_timers, skip_poll, expired) = {
+            let mut st = this.state.lock(py)?;
+            st.iteration += 1;
+            let expired = this.expire_lingering(&mut st);
+            let cancelled = this.clean_timers(py, &mut st);
+            for fd in std::mem::take(&mut st.rearm) {
+                if let Some(entry) = st.io.get(&fd) {
+                    let i = entry.interest();
+                    // A failure means the fd was closed behind our back: nothing to wait for.
+                    let _ = reactor::update(&this.registry, fd, i, i);
+                }
+            }
+            let timeout = if !st.ready.is_empty() || !st.deferred.is_empty() || st.stopping {
+                Some(Duration::ZERO)
+            } else if let Some((when, _)) = st.timers.peek() {
+                let secs = (when - monotonic()).clamp(0.0, MAX_POLL_SECONDS);
+                Some(Duration::from_secs_f64(secs))
+            } else {
+                None
+            };
+            if timeout != Some(Duration::ZERO) {
+                this.parked.store(true, Ordering::SeqCst);
+            }
+            // With callbacks ready and no descriptor registered, a poll could only report the
+            // waker, which matters only to a parked loop: skip the syscall.
+            let skip_poll = timeout == Some(Duration::ZERO) && st.io.is_empty();
+            (timeout, cancelled, skip_poll, expired)
+        };
+        drop(expired);
+        for t in cancelled_timers {
+            this.release(py, t.into_bound(py).into_super().unbind());
+        }
+
+        // Every iteration polls, as the stdlib does: I/O that is ready is seen at the next
+        // iteration even while callbacks keep the ready queue busy. Only a waiting poll
+        // releases the GIL.
+        let events = if skip_poll {
+            Vec::new()
+        } else {
+            let mut guard = lock(&this.poller)?;
+            let poller: &mut Poller = &mut guard;
+            let result = if timeout == Some(Duration::ZERO) {
+                poller.poll(timeout)
+            } else {
+                let r = py.detach(|| poller.poll(timeout));
+                this.parked.store(false, Ordering::SeqCst);
+                r
+            };
+            result.map_err(|e| os_error(py, e))?;
+            poller.ready().collect::<Vec<(RawFd, Readiness)>>()
+        };
+        // Run Python-level signal handlers now (a signal interrupts the poll).
+        py.check_signals()?;
+
+        let (stale, now) = {
+            let mut st = this.state.lock(py)?;
+            let mut stale: Vec<Py<Handle>> = Vec::new();
+            for (fd, ev) in events {
+                let (readable, writable) = (ev.readable, ev.writable);
+                let Some(entry) = st.io.get(&fd) else { continue };
+                let mut push = Vec::with_capacity(2);
+                if let Some(o) = &entry.owner {
+                    // Edge-triggered on purpose: the transport reads until the kernel is
+                    // drained and asks for a re-arm when it may not be.
+                    let ev = Readiness {
+                        readable: readable && o.read,
+                        writable: writable && o.write,
+                        read_closed: ev.read_closed,
+                    };
+                    if ev.readable || ev.writable {
+                        push.push(Ready::Io(o.target.clone_ref(py), ev));
+                    }
+                }
+                let mut fired = false;
+                if readable {
+                    if let Some(r) = &entry.reader {
+                        push.push(Ready::Call(r.clone_ref(py)));
+                    }
+                }
+                if writable {
+                    if let Some(w) = &entry.writer {
+                        push.push(Ready::Call(w.clone_ref(py)));
+                    }
+                }
+                for item in push {
+                    match item {
+                        Ready::Call(h) if h.get().is_cancelled() => stale.push(h),
+                        Ready::Call(h) => {
+                            st.ready.push_back(Ready::Call(h));
+                            fired = true;
+                        }
+                        io => st.ready.push_back(io),
+                    }
+                }
+                if fired {
+                    st.rearm.push(fd);
+                }
+            }
+            let now = monotonic();
+            while let Some(timer) = st.timers.pop_due(now) {
+                let t = timer.get();
+                let was_scheduled = t.unschedule();
+                let base = timer.bind(py).as_super();
+                if base.get().is_cancelled() {
+                    if was_scheduled {
+                        this.shared.cancelled_timer_removed();
+                    }
+                    stale.push(base.clone().unbind());
+                } else {
+                    st.ready.push_back(Ready::Call(base.clone().unbind()));
+                }
+                drop(timer);
+            }
+            (stale, now)
+        };
+        let trimmed = this.spare.lock(py)?.trim(now);
+        drop(trimmed);
+        for h in stale {
+            if !h.get().repeats() {
+                this.release(py, h);
+            }
+        }
+
+        // Exactly the callbacks ready now run in this iteration; what they schedule waits for
+        // the next one. Taken in one batch; handles cancelled meanwhile are skipped by `run`.
+        let batch: Vec<Ready> = this.state.lock(py)?.ready.drain(..).collect();
+        let ran = Self::run_ready(slf, batch);
+        // Held writes go out even when a callback raised KeyboardInterrupt or SystemExit.
+        let flushed = Self::flush_deferred(slf);
+        ran.and(flushed)
+    }
+
+    /// Run one iteration's batch of ready callbacks and readiness events.
+    pub(super) fn run_ready(slf: &Bound<'_, Self>, batch: Vec<Ready>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let debug = this.debug();
+        let mut batch = batch.into_iter();
+        while let Some(item) = batch.next() {
+            let handle = match item {
+                Ready::Call(h) => h,
+                Ready::Io(target, ev) => {
+                    if let Err(err) = target.dispatch(py, ev) {
+                        if is_exit(py, &err) {
+                            Self::requeue(this, py, batch)?;
+                            return Err(err);
+                        }
+                        // The transports report their own errors; what escapes them (a
+                        // failed internal call) still reaches the loop's exception handler.
+                        Self::report_io_error(slf, err);
+                    }
+                    continue;
+                }
+            };
+            // Nothing but the loop refers to it, so it will be reused: run it by emptying it.
+            let reuse = !debug && !handle.get().repeats() && Handle::recyclable(handle.bind(py));
+            let outcome = if debug {
+                Self::run_debug(slf, &handle)
+            } else {
+                handle.get().run(py, reuse)
+            };
+            let failed = outcome.is_err();
+            let outcome = match outcome {
+                Err(failure) => Self::report(slf, &handle, failure),
+                Ok(_) => Ok(()),
+            };
+            if reuse && !failed && Handle::recyclable(handle.bind(py)) {
+                this.keep_spare(py, handle);
+            } else if !handle.get().repeats() {
+                this.release(py, handle);
+            }
+            if let Err(err) = outcome {
+                Self::requeue(this, py, batch)?;
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    /// Hold `core`'s queued writes until the end of this iteration: what the callbacks of
+    /// one iteration write to a connection goes out in one vectored write.
+    pub(crate) fn defer_flush(&self, py: Python<'_>, core: Py<StreamCore>) -> PyResult<()> {
+        self.state.lock(py)?.deferred.push(core);
+        Ok(())
+    }
+
+    pub(super) fn flush_deferred(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let deferred = std::mem::take(&mut slf.get().state.lock(py)?.deferred);
+        let mut deferred = deferred.into_iter();
+        while let Some(core) = deferred.next() {
+            if let Err(err) = StreamCore::flush_deferred_ready(core.bind(py)) {
+                if is_exit(py, &err) {
+                    // The rest still hold bytes: the next iteration writes them.
+                    slf.get().state.lock(py)?.deferred.extend(deferred);
+                    return Err(err);
+                }
+                Self::report_io_error(slf, err);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn report_io_error(slf: &Bound<'_, Self>, err: PyErr) {
+        let py = slf.py();
+        let ctx = PyDict::new(py);
+        let reported = ctx
+            .set_item("message", "Unhandled error in a transport's readiness callback")
+            .and_then(|_| ctx.set_item("exception", err.clone_ref(py).into_value(py)))
+            .and_then(|_| slf.call_method1(intern!(py, "call_exception_handler"), (ctx,)));
+        if let Err(e) = reported {
+            e.write_unraisable(py, Some(slf.as_any()));
+        }
+    }
+
+    /// Leaving the loop (KeyboardInterrupt, SystemExit): what did not run yet stays first in
+    /// line, as in the stdlib.
+    pub(super) fn requeue(this: &Self, py: Python<'_>, rest: impl Iterator<Item = Ready>) -> PyResult<()> {
+        let rest: Vec<Ready> = rest.collect();
+        let mut st = this.state.lock(py)?;
+        for item in rest.into_iter().rev() {
+            st.ready.push_front(item);
+        }
+        Ok(())
+    }
+
+    pub(super) fn run_debug(slf: &Bound<'_, Self>, handle: &Py<Handle>) -> Result<bool, Failure> {
+        let py = slf.py();
+        let _ = slf.setattr(intern!(py, "_current_handle"), handle.clone_ref(py));
+        let t0 = monotonic();
+        let outcome = handle.get().run(py, false);
+        let dt = monotonic() - t0;
+        let _ = slf.setattr(intern!(py, "_current_handle"), py.None());
+        if let Err(err) = slf.call_method1(intern!(py, "_check_slow_callback"), (handle, dt)) {
+            err.write_unraisable(py, Some(slf.as_any()));
+        }
+        outcome
+    }
+
+    /// An exception from a callback: SystemExit and KeyboardInterrupt leave the loop, the
+    /// rest go to the exception handler (as in `asyncio.Handle._run`).
+    pub(super) fn report(slf: &Bound<'_, Self>, handle: &Py<Handle>, failure: Failure) -> PyResult<()> {
+        let py = slf.py();
+        if is_exit(py, &failure.err) {
+            return Err(failure.err);
+        }
+        let exc = failure.err.into_value(py);
+        slf.call_method1(
+            intern!(py, "_report_callback_error"),
+            (handle, failure.func, failure.args, exc),
+        )?;
+        Ok(())
+    }
+
+    /// Drop cancelled timers from the head of the queue, and rebuild the queue when most of
+    /// it is cancelled. Returns the removed timers, to be dropped outside the lock.
+    pub(super) fn clean_timers(&self, py: Python<'_>, st: &mut State) -> Vec<Py<TimerHandle>> {
+        let mut removed = Vec::new();
+        let cancelled = self.shared.cancelled_timers.load(Ordering::Relaxed);
+        let queued = st.timers.len();
+        let is_cancelled =
+            |t: &Py<TimerHandle>| -> bool { t.bind(py).as_super().get().is_cancelled() };
+        if queued > MIN_TIMERS_FOR_CLEANUP && cancelled * 2 > queued {
+            removed = st.timers.extract_if(is_cancelled);
+            for t in &removed {
+                t.get().unschedule();
+            }
+            self.shared.cancelled_timers.store(0, Ordering::Relaxed);
+        } else {
+            while let Some((_, t)) = st.timers.peek() {
+                if !is_cancelled(t) {
+                    break;
+                }
+                if let Some(t) = st.timers.pop() {
+                    if t.get().unschedule() {
+                        self.shared.cancelled_timer_removed();
+                    }
+                    removed.push(t);
+                }
+            }
+        }
+        removed
+    }
+}
