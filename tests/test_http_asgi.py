@@ -625,6 +625,23 @@ def test_header_limit_across_small_reads(loop):
     assert run(loop, main()).status == 431
 
 
+def test_header_count_limit_before_the_head_ends(loop):
+    async def main():
+        async with serving(echo_app, limit_header_count=5) as server:
+            reader, writer = await connect(server)
+            writer.write(b"GET / HTTP/1.1\r\n")
+            # The sixth field is refused as it arrives, with the head still open.
+            for i in range(6):
+                writer.write(b"X-%d: 1\r\n" % i)
+                await writer.drain()
+                await asyncio.sleep(0)
+            resp = await asyncio.wait_for(read_response(reader), 5)
+            writer.close()
+            return resp
+
+    assert run(loop, main()).status == 431
+
+
 def test_concurrency_limit(loop):
     release = None
 

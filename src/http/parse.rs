@@ -74,12 +74,13 @@ fn bad(why: &'static str) -> Reject {
 /// Where the head ends, if it is complete in `buf`, after checking every line ending seen:
 /// RFC 9112 §2.2 allows a server to accept a bare LF, but a proxy in front may read the
 /// message differently (request smuggling), so only CRLF is accepted. Limits are checked on
-/// what has arrived so far, so a head sent in many small pieces is refused as early as a
-/// big one.
+/// what has arrived so far (the request line's length, the fields' size and their count),
+/// so a head sent in many small pieces is refused as early as a big one.
 pub fn find_head_end(buf: &[u8], limits: &Limits) -> Result<Option<usize>, Reject> {
     let mut line_start = 0;
     let mut headers_start = 0;
     let mut first_line = true;
+    let mut fields = 0;
     let mut i = 0;
     while i < buf.len() {
         match buf[i] {
@@ -101,6 +102,11 @@ pub fn find_head_end(buf: &[u8], limits: &Limits) -> Result<Option<usize>, Rejec
                 }
                 if first_line {
                     headers_start = i + 2;
+                } else {
+                    fields += 1;
+                    if fields > limits.header_count {
+                        return Err(Reject::HeadersTooLarge);
+                    }
                 }
                 first_line = false;
                 i += 2;

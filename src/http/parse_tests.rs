@@ -35,6 +35,11 @@ fn incomplete_and_limits() {
     assert_eq!(find_head_end(&big, &LIMITS), Err(Reject::HeadersTooLarge));
     let many = b"GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\ne: 1\r\n\r\n";
     assert_eq!(head(many).unwrap_err(), Reject::HeadersTooLarge);
+    // The count is checked before the head is complete: the sixth field is one too many.
+    assert_eq!(find_head_end(&many[..many.len() - 8], &LIMITS), Ok(None)); // five fields so far
+    assert_eq!(find_head_end(&many[..many.len() - 2], &LIMITS), Err(Reject::HeadersTooLarge));
+    let five = b"GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\n\r\n";
+    assert_eq!(find_head_end(five, &LIMITS), Ok(Some(five.len())));
 }
 
 #[test]
