@@ -1,11 +1,14 @@
 //! The HTTP/1.1 server protocol: parsing (`parse`), response serialization (`response`),
-//! the asyncio protocol class (`protocol`) and the ASGI glue (`asgi`).
+//! the asyncio protocol class (`protocol`) with its connection state (`conn`) and the work
+//! it runs outside its lock (`acts`), and the ASGI glue (`asgi`).
 
-pub mod parse;
-pub mod response;
+pub mod acts;
 pub mod asgi;
 pub mod config;
+pub mod conn;
+pub mod parse;
 pub mod protocol;
+pub mod response;
 
 use pyo3::prelude::*;
 

@@ -8,118 +8,19 @@
 //! run after unlocking, because a write may call `pause_writing` straight back.
 
 use super::config::HttpServerState;
+use super::conn::{Act, BodyState, Conn, Request, TimerKind};
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
 use super::response::{reason, simple_response};
 use crate::clock::monotonic;
-use crate::pyutil::{is_exit, vectorcall_kw};
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::{Held, StreamCore};
+use crate::transport::stream::StreamCore;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 use std::sync::atomic::Ordering;
 
 /// Above this much unread body (or pipelined input), reading pauses.
 pub const READ_HIGH_WATER: usize = 64 * 1024;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum TimerKind {
-    None,
-    /// The head of a request must be complete by the deadline (slowloris).
-    Header,
-    /// An idle kept-alive connection closes at the deadline.
-    KeepAlive,
-}
-
-pub enum BodyState {
-    Length(u64),
-    Chunked(ChunkedDecoder),
-}
-
-/// The request being served.
-pub struct Request {
-    pub gen: u64,
-    pub minor: u8,
-    pub head_method: bool,
-    pub keep_alive: bool,
-    pub body: BodyState,
-    pub body_buf: Vec<u8>,
-    pub body_done: bool,
-    /// `more_body: False` was handed to the app.
-    pub body_final_sent: bool,
-    /// After the response, the rest of the body is read and dropped.
-    pub discard: bool,
-    pub expect_continue: bool,
-    pub continue_sent: bool,
-    pub receive_waiter: Option<Py<PyAny>>,
-    // response
-    pub started: bool,
-    pub status: u16,
-    /// Status line and headers, held until the first body message decides the framing.
-    pub head: Vec<u8>,
-    pub head_written: bool,
-    pub app_length: Option<u64>,
-    pub chunked: bool,
-    pub sent: u64,
-    pub trailers: bool,
-    pub body_finished: bool,
-    pub complete: bool,
-    pub task_done: bool,
-    pub scope: Option<Py<PyAny>>,
-    pub start: f64,
-}
-
-pub struct Conn {
-    pub transport: Option<Py<PyAny>>,
-    pub write: Option<Py<PyAny>>,
-    /// The native half of a swordfish socket transport: responses are written straight
-    /// into it, without a bytes object or a call through the Python transport.
-    pub core: Option<Py<StreamCore>>,
-    pub client: Option<Py<PyAny>>,
-    pub server: Option<Py<PyAny>>,
-    pub https: bool,
-    pub rbuf: Vec<u8>,
-    pub req: Option<Request>,
-    pub gen: u64,
-    pub reading_paused: bool,
-    pub writing_paused: bool,
-    pub drain_waiters: Vec<Py<PyAny>>,
-    pub lost: bool,
-    /// No new request is read: the connection closes once the current one is done.
-    pub closing: bool,
-    pub shutdown: bool,
-    pub timer: Option<Py<PyAny>>,
-    pub timer_at: f64,
-    pub deadline: f64,
-    pub timer_kind: TimerKind,
-    pub on_timer: Option<Py<PyAny>>,
-    /// The apps of this connection still running, by request generation, with their task
-    /// once it is known: the current request's, and earlier ones that completed their
-    /// response but have not returned yet.
-    pub apps: Vec<(u64, Option<Py<PyAny>>)>,
-}
-
-/// Work to do once the lock is released, in order.
-pub enum Act {
-    Write(Vec<u8>),
-    /// A chunk of a response that goes on: written at the end of the loop iteration.
-    WriteLater(Vec<u8>),
-    /// A large body by reference; held as `WriteLater` is when the flag is set.
-    WriteObj(Py<PyBytes>, bool),
-    Close,
-    Abort,
-    PauseReading,
-    ResumeReading,
-    StartApp(Py<PyAny>, u64),
-    Resolve(Py<PyAny>, Py<PyAny>),
-    ArmTimer(f64),
-    CancelTimer(Py<PyAny>),
-    Forget,
-    LogError(String, Option<Py<PyAny>>),
-    /// (scope, or None for input refused before it made a request; client; status; body
-    /// size; seconds)
-    AccessLog(Option<Py<PyAny>>, Option<Py<PyAny>>, u16, u64, f64),
-}
 
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct HttpProtocol {
@@ -151,120 +52,6 @@ impl HttpProtocol {
             this.advance(py, &mut c, &mut acts)?;
         }
         Self::run_acts(slf, acts)
-    }
-
-    /// Run the collected work. Errors of one step are reported, not propagated, so that a
-    /// failed write still lets the close that follows happen. Starting the app comes last:
-    /// an eager task runs app code at once, and that code must find every earlier step
-    /// (a pause of reading, say) already done.
-    pub fn run_acts(slf: &Bound<'_, Self>, mut acts: Vec<Act>) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        let state = this.state.get();
-        if let Some(i) = acts.iter().position(|a| matches!(a, Act::StartApp(..))) {
-            let start = acts.remove(i);
-            acts.push(start);
-        }
-        for act in acts {
-            let r: PyResult<()> = (|| {
-                match act {
-                    Act::Write(data) => this.write_out(py, Held::Owned(data), false)?,
-                    Act::WriteLater(data) => this.write_out(py, Held::Owned(data), true)?,
-                    Act::WriteObj(obj, later) => this.write_out(py, Held::Shared(obj.into_bound(py)), later)?,
-                    Act::Close | Act::Abort => {
-                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
-                        if let Some(t) = t {
-                            let name = if matches!(act, Act::Close) { intern!(py, "close") } else { intern!(py, "abort") };
-                            t.call_method0(py, name)?;
-                        }
-                    }
-                    Act::PauseReading | Act::ResumeReading => {
-                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
-                        if let Some(t) = t {
-                            let name = if matches!(act, Act::PauseReading) {
-                                intern!(py, "pause_reading")
-                            } else {
-                                intern!(py, "resume_reading")
-                            };
-                            t.call_method0(py, name)?;
-                        }
-                    }
-                    Act::StartApp(scope, gen) => start_app(slf, scope, gen)?,
-                    Act::Resolve(fut, value) => {
-                        let fut = fut.bind(py);
-                        if !fut.call_method0(intern!(py, "done"))?.is_truthy()? {
-                            fut.call_method1(intern!(py, "set_result"), (value,))?;
-                        }
-                    }
-                    Act::ArmTimer(delay) => {
-                        let cb = this.lock(py)?.on_timer.as_ref().map(|c| c.clone_ref(py));
-                        if let Some(cb) = cb {
-                            let h = state.lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
-                            let mut c = this.lock(py)?;
-                            if c.lost {
-                                drop(c);
-                                h.call_method0(py, intern!(py, "cancel"))?;
-                            } else {
-                                c.timer = Some(h);
-                                c.timer_at = monotonic() + delay;
-                            }
-                        }
-                    }
-                    Act::CancelTimer(h) => {
-                        h.call_method0(py, intern!(py, "cancel"))?;
-                    }
-                    Act::Forget => {
-                        state.connections.bind(py).discard(slf)?;
-                    }
-                    Act::LogError(msg, exc) => {
-                        let kwargs = pyo3::types::PyDict::new(py);
-                        if let Some(e) = exc {
-                            kwargs.set_item("exc_info", e)?;
-                        }
-                        state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
-                    }
-                    Act::AccessLog(scope, client, status, size, secs) => {
-                        if let Some(log) = &state.access_log {
-                            log.call1(py, (scope, status, size, secs, client))?;
-                        }
-                    }
-                }
-                Ok(())
-            })();
-            if let Err(e) = r {
-                if is_exit(py, &e) {
-                    return Err(e);
-                }
-                e.write_unraisable(py, Some(slf.as_any()));
-            }
-        }
-        Ok(())
-    }
-
-    /// Write response bytes: to swordfish's socket transport without a Python call (`later`:
-    /// held until the end of the loop iteration, so what follows in the same iteration goes
-    /// out in the same write), or through the transport's `write` on another loop.
-    fn write_out(&self, py: Python<'_>, data: Held<'_>, later: bool) -> PyResult<()> {
-        let (core, w) = {
-            let c = self.lock(py)?;
-            (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
-        };
-        if let Some(core) = core {
-            if later {
-                return StreamCore::write_deferred(core.bind(py), data);
-            }
-            return match &data {
-                Held::Owned(v) => core.get().write_now(py, v, None),
-                Held::Shared(b) => core.get().write_now(py, b.as_bytes(), Some(b)),
-            };
-        }
-        if let Some(w) = w {
-            match data {
-                Held::Owned(v) => w.call1(py, (PyBytes::new(py, &v),))?,
-                Held::Shared(b) => w.call1(py, (b,))?,
-            };
-        }
-        Ok(())
     }
 
     /// Set the connection's deadline; arm the loop timer only when none is armed early enough.
@@ -485,52 +272,6 @@ impl HttpProtocol {
             self.set_timer(c, TimerKind::KeepAlive, state.timeout_keep_alive, acts);
         } else {
             self.set_timer(c, TimerKind::Header, state.timeout_header, acts);
-        }
-    }
-}
-
-/// `create_task(app(scope, receive, send))`, with the receive callable as done callback.
-fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyResult<()> {
-    let py = slf.py();
-    let state = slf.get().state.get();
-    let receive = Bound::new(py, super::asgi::Receive { proto: slf.clone().unbind(), gen })?;
-    let send = Bound::new(py, super::asgi::Send { proto: slf.clone().unbind(), gen })?;
-    let started = (|| -> PyResult<Bound<'_, PyAny>> {
-        let coro = state.app.bind(py).call1((scope, &receive, &send))?;
-        // An eager start runs the app ahead of everything already waiting in the ready queue.
-        // With callbacks waiting (say, the wake-up of a request whose database reply came in
-        // the same poll) a CPU-heavy request would hold them all up: queue it behind them.
-        let queue_busy = || state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
-        match &state.eager_task {
-            Some(task_type) if !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
-                let eager = PyBool::new(py, true);
-                let task = vectorcall_kw(py, task_type, &[&coro, state.lp.bind(py), eager.as_any()], &state.kw_eager);
-                state.in_eager.store(false, Ordering::Relaxed);
-                task
-            }
-            _ => state.create_task.bind(py).call1((coro,)),
-        }
-    })();
-    match started {
-        // An eagerly started task may be done already (a response that never waited):
-        // then no done callback has to go through the ready queue.
-        Ok(task) if task.call_method0(intern!(py, "done"))?.is_truthy()? => {
-            super::asgi::task_finished(slf, gen, &task)
-        }
-        Ok(task) => {
-            task.call_method1(intern!(py, "add_done_callback"), (receive,))?;
-            if let Some(app) = slf.get().lock(py)?.apps.iter_mut().find(|(g, _)| *g == gen) {
-                app.1 = Some(task.unbind());
-            }
-            Ok(())
-        }
-        Err(e) => {
-            let finished = super::asgi::app_finished(slf, gen, Some(e.clone_ref(py).into_value(py).into_any()));
-            // As from any task's step, KeyboardInterrupt and SystemExit go on out of the loop.
-            if is_exit(py, &e) {
-                return Err(e);
-            }
-            finished
         }
     }
 }

@@ -1,0 +1,174 @@
+//! Running the work the protocol collected under its lock (`Act`): writes, closing, flow
+//! control, waking the app, timers, the access log, and starting the app's task.
+
+use super::conn::Act;
+use super::protocol::HttpProtocol;
+use crate::clock::monotonic;
+use crate::pyutil::{is_exit, vectorcall_kw};
+use crate::transport::stream::{Held, StreamCore};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes};
+use pyo3::intern;
+use std::sync::atomic::Ordering;
+
+impl HttpProtocol {
+    /// Run the collected work. Errors of one step are reported, not propagated, so that a
+    /// failed write still lets the close that follows happen. Starting the app comes last:
+    /// an eager task runs app code at once, and that code must find every earlier step
+    /// (a pause of reading, say) already done.
+    pub fn run_acts(slf: &Bound<'_, Self>, mut acts: Vec<Act>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let state = this.state.get();
+        if let Some(i) = acts.iter().position(|a| matches!(a, Act::StartApp(..))) {
+            let start = acts.remove(i);
+            acts.push(start);
+        }
+        for act in acts {
+            let r: PyResult<()> = (|| {
+                match act {
+                    Act::Write(data) => this.write_out(py, Held::Owned(data), false)?,
+                    Act::WriteLater(data) => this.write_out(py, Held::Owned(data), true)?,
+                    Act::WriteObj(obj, later) => this.write_out(py, Held::Shared(obj.into_bound(py)), later)?,
+                    Act::Close | Act::Abort => {
+                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+                        if let Some(t) = t {
+                            let name = if matches!(act, Act::Close) { intern!(py, "close") } else { intern!(py, "abort") };
+                            t.call_method0(py, name)?;
+                        }
+                    }
+                    Act::PauseReading | Act::ResumeReading => {
+                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+                        if let Some(t) = t {
+                            let name = if matches!(act, Act::PauseReading) {
+                                intern!(py, "pause_reading")
+                            } else {
+                                intern!(py, "resume_reading")
+                            };
+                            t.call_method0(py, name)?;
+                        }
+                    }
+                    Act::StartApp(scope, gen) => start_app(slf, scope, gen)?,
+                    Act::Resolve(fut, value) => {
+                        let fut = fut.bind(py);
+                        if !fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+                            fut.call_method1(intern!(py, "set_result"), (value,))?;
+                        }
+                    }
+                    Act::ArmTimer(delay) => {
+                        let cb = this.lock(py)?.on_timer.as_ref().map(|c| c.clone_ref(py));
+                        if let Some(cb) = cb {
+                            let h = state.lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+                            let mut c = this.lock(py)?;
+                            if c.lost {
+                                drop(c);
+                                h.call_method0(py, intern!(py, "cancel"))?;
+                            } else {
+                                c.timer = Some(h);
+                                c.timer_at = monotonic() + delay;
+                            }
+                        }
+                    }
+                    Act::CancelTimer(h) => {
+                        h.call_method0(py, intern!(py, "cancel"))?;
+                    }
+                    Act::Forget => {
+                        state.connections.bind(py).discard(slf)?;
+                    }
+                    Act::LogError(msg, exc) => {
+                        let kwargs = pyo3::types::PyDict::new(py);
+                        if let Some(e) = exc {
+                            kwargs.set_item("exc_info", e)?;
+                        }
+                        state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
+                    }
+                    Act::AccessLog(scope, client, status, size, secs) => {
+                        if let Some(log) = &state.access_log {
+                            log.call1(py, (scope, status, size, secs, client))?;
+                        }
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                if is_exit(py, &e) {
+                    return Err(e);
+                }
+                e.write_unraisable(py, Some(slf.as_any()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Write response bytes: to swordfish's socket transport without a Python call (`later`:
+    /// held until the end of the loop iteration, so what follows in the same iteration goes
+    /// out in the same write), or through the transport's `write` on another loop.
+    pub(super) fn write_out(&self, py: Python<'_>, data: Held<'_>, later: bool) -> PyResult<()> {
+        let (core, w) = {
+            let c = self.lock(py)?;
+            (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
+        };
+        if let Some(core) = core {
+            if later {
+                return StreamCore::write_deferred(core.bind(py), data);
+            }
+            return match &data {
+                Held::Owned(v) => core.get().write_now(py, v, None),
+                Held::Shared(b) => core.get().write_now(py, b.as_bytes(), Some(b)),
+            };
+        }
+        if let Some(w) = w {
+            match data {
+                Held::Owned(v) => w.call1(py, (PyBytes::new(py, &v),))?,
+                Held::Shared(b) => w.call1(py, (b,))?,
+            };
+        }
+        Ok(())
+    }
+}
+
+/// `create_task(app(scope, receive, send))`, with the receive callable as done callback.
+fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyResult<()> {
+    let py = slf.py();
+    let state = slf.get().state.get();
+    let receive = Bound::new(py, super::asgi::Receive { proto: slf.clone().unbind(), gen })?;
+    let send = Bound::new(py, super::asgi::Send { proto: slf.clone().unbind(), gen })?;
+    let started = (|| -> PyResult<Bound<'_, PyAny>> {
+        let coro = state.app.bind(py).call1((scope, &receive, &send))?;
+        // An eager start runs the app ahead of everything already waiting in the ready queue.
+        // With callbacks waiting (say, the wake-up of a request whose database reply came in
+        // the same poll) a CPU-heavy request would hold them all up: queue it behind them.
+        let queue_busy = || state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
+        match &state.eager_task {
+            Some(task_type) if !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
+                let eager = PyBool::new(py, true);
+                let task = vectorcall_kw(py, task_type, &[&coro, state.lp.bind(py), eager.as_any()], &state.kw_eager);
+                state.in_eager.store(false, Ordering::Relaxed);
+                task
+            }
+            _ => state.create_task.bind(py).call1((coro,)),
+        }
+    })();
+    match started {
+        // An eagerly started task may be done already (a response that never waited):
+        // then no done callback has to go through the ready queue.
+        Ok(task) if task.call_method0(intern!(py, "done"))?.is_truthy()? => {
+            super::asgi::task_finished(slf, gen, &task)
+        }
+        Ok(task) => {
+            task.call_method1(intern!(py, "add_done_callback"), (receive,))?;
+            if let Some(app) = slf.get().lock(py)?.apps.iter_mut().find(|(g, _)| *g == gen) {
+                app.1 = Some(task.unbind());
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let finished = super::asgi::app_finished(slf, gen, Some(e.clone_ref(py).into_value(py).into_any()));
+            // As from any task's step, KeyboardInterrupt and SystemExit go on out of the loop.
+            if is_exit(py, &e) {
+                return Err(e);
+            }
+            finished
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Reading the messages an app gives `send()`, before any lock is taken (reading a message
+//! may run Python code): their keys, status, headers and body, checked as the spec says.
+
+use super::super::config::HttpServerState;
+use super::super::response::{http_date, push_header, push_status_line};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+/// What a `send` message asks for, read before the connection's lock is taken (reading it
+/// may run Python code).
+pub(super) enum Message<'py> {
+    Start { status: u16, head: Vec<u8>, length: Option<u64>, chunked: bool, close: bool, trailers: bool },
+    Body { body: Bound<'py, PyBytes>, more: bool },
+    Trailers { fields: Vec<u8>, more: bool },
+    PathSend { path: Bound<'py, PyAny>, size: u64 },
+}
+
+pub(super) fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    // Messages are nearly always plain dicts: look up without raising KeyError for the
+    // optional keys (an exception per missing key is most of a send's cost).
+    if let Ok(d) = msg.cast_exact::<PyDict>() {
+        return d.get_item(key);
+    }
+    match msg.get_item(key) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyKeyError>(msg.py()) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Check and write the app's header fields; `each` sees every one and says whether it is
+/// sent.
+fn header_fields(py: Python<'_>, headers: Option<Bound<'_, PyAny>>, out: &mut Vec<u8>, mut each: impl FnMut(&[u8], &[u8]) -> bool) -> PyResult<()> {
+    let Some(headers) = headers else { return Ok(()) };
+    for item in headers.try_iter()? {
+        let item = item?;
+        let (name, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        let name = name.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("header names must be bytes"))?;
+        let value = value.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("header values must be bytes"))?;
+        let (n, v) = (name.as_bytes(), value.as_bytes());
+        let before = out.len();
+        if !push_header(out, n, v) {
+            return Err(PyValueError::new_err(format!("invalid header {:?}: {:?}", String::from_utf8_lossy(n), String::from_utf8_lossy(v))));
+        }
+        if !each(n, v) {
+            out.truncate(before);
+        }
+    }
+    let _ = py;
+    Ok(())
+}
+
+pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>) -> PyResult<Message<'py>> {
+    let py = msg.py();
+    let typ = get(msg, intern!(py, "type"))?.ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;
+    let typ = typ.cast::<PyString>().map_err(|_| PyTypeError::new_err("ASGI message 'type' must be str"))?;
+    match typ.to_str()? {
+        "http.response.start" => {
+            let status: u16 = get(msg, intern!(py, "status"))?
+                .ok_or_else(|| PyValueError::new_err("'http.response.start' without 'status'"))?
+                .extract()?;
+            if !(100..=999).contains(&status) {
+                return Err(PyValueError::new_err(format!("invalid status {status}")));
+            }
+            let trailers = match get(msg, intern!(py, "trailers"))? {
+                Some(t) => t.is_truthy()?,
+                None => false,
+            };
+            let mut head = Vec::with_capacity(256);
+            push_status_line(&mut head, status);
+            let (mut length, mut chunked, mut close, mut date, mut server) = (None, false, false, false, false);
+            let mut bad_length = false;
+            // RFC 9110 §8.6, RFC 9112 §6.1: no framing headers on a 1xx or 204 response.
+            let no_content = status == 204 || status < 200;
+            let defaults = &state.default_headers;
+            let mut replaced: u64 = 0;
+            header_fields(py, get(msg, intern!(py, "headers"))?, &mut head, |n, v| {
+                for (i, (name, _)) in defaults.iter().enumerate() {
+                    if n.eq_ignore_ascii_case(name) {
+                        replaced |= 1 << i;
+                    }
+                }
+                let framing = n.eq_ignore_ascii_case(b"content-length") || n.eq_ignore_ascii_case(b"transfer-encoding");
+                if framing && no_content {
+                    return false;
+                }
+                if n.eq_ignore_ascii_case(b"content-length") {
+                    let s = std::str::from_utf8(v).ok().filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+                    match s.and_then(|s| s.parse::<u64>().ok()) {
+                        Some(l) if length.is_none() || length == Some(l) => length = Some(l),
+                        _ => bad_length = true,
+                    }
+                } else if n.eq_ignore_ascii_case(b"transfer-encoding") {
+                    chunked = true;
+                } else if n.eq_ignore_ascii_case(b"connection") {
+                    close |= v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+                } else if n.eq_ignore_ascii_case(b"date") {
+                    date = true;
+                } else if n.eq_ignore_ascii_case(b"server") {
+                    server = true;
+                }
+                true
+            })?;
+            if bad_length {
+                return Err(PyValueError::new_err("invalid content-length response header"));
+            }
+            if state.date_header && !date {
+                head.extend_from_slice(b"date: ");
+                head.extend_from_slice(&http_date());
+                head.extend_from_slice(b"\r\n");
+            }
+            if let (Some(s), false) = (&state.server_header, server) {
+                push_header(&mut head, b"server", s);
+            }
+            for (i, (_, line)) in defaults.iter().enumerate() {
+                if replaced & (1 << i) == 0 {
+                    head.extend_from_slice(line);
+                }
+            }
+            Ok(Message::Start { status, head, length, chunked, close, trailers })
+        }
+        "http.response.body" => {
+            let body = match get(msg, intern!(py, "body"))? {
+                Some(b) => b,
+                None => PyBytes::new(py, b"").into_any(),
+            };
+            if !body.is_instance_of::<PyBytes>() && !body.is_instance_of::<pyo3::types::PyByteArray>() && !body.is_instance_of::<pyo3::types::PyMemoryView>() {
+                return Err(PyTypeError::new_err("'body' must be bytes"));
+            }
+            let body = match body.cast_into::<PyBytes>() {
+                Ok(b) => b,
+                Err(e) => PyBytes::new(py, &e.into_inner().extract::<Vec<u8>>()?),
+            };
+            let more = match get(msg, intern!(py, "more_body"))? {
+                Some(m) => m.is_truthy()?,
+                None => false,
+            };
+            Ok(Message::Body { body, more })
+        }
+        "http.response.trailers" => {
+            let mut fields = Vec::new();
+            header_fields(py, get(msg, intern!(py, "headers"))?, &mut fields, |_, _| true)?;
+            let more = match get(msg, intern!(py, "more_trailers"))? {
+                Some(m) => m.is_truthy()?,
+                None => false,
+            };
+            Ok(Message::Trailers { fields, more })
+        }
+        "http.response.pathsend" => {
+            let path = get(msg, intern!(py, "path"))?.ok_or_else(|| PyValueError::new_err("'http.response.pathsend' without 'path'"))?;
+            let fspath: std::path::PathBuf = path.extract()?;
+            let meta = std::fs::metadata(&fspath).map_err(|e| crate::pyutil::os_error(py, e))?;
+            if !meta.is_file() {
+                return Err(PyValueError::new_err("'http.response.pathsend' path is not a regular file"));
+            }
+            Ok(Message::PathSend { path, size: meta.len() })
+        }
+        other => Err(PyRuntimeError::new_err(format!("Unexpected ASGI message type '{other}'"))),
+    }
+}

@@ -1,0 +1,79 @@
+//! `receive()`: the request body as `http.request` messages (with flow control), then
+//! `http.disconnect`.
+
+use super::super::conn::{Act, Request};
+use super::super::protocol::HttpProtocol;
+use super::{current, ready};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+pub fn disconnect_message(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "http.disconnect"))?;
+    Ok(d.into_any().unbind())
+}
+
+/// The next `http.request` message: all the body read so far.
+pub fn take_body_message(py: Python<'_>, req: &mut Request) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+    d.set_item(intern!(py, "body"), PyBytes::new(py, &req.body_buf))?;
+    req.body_buf.clear();
+    if req.body_buf.capacity() > super::super::protocol::READ_HIGH_WATER * 2 {
+        req.body_buf = Vec::new();
+    }
+    d.set_item(intern!(py, "more_body"), !req.body_done)?;
+    if req.body_done {
+        req.body_final_sent = true;
+    }
+    Ok(d.into_any().unbind())
+}
+
+pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<PyAny>> {
+    let py = proto.py();
+    let this = proto.get();
+    let mut acts = Vec::new();
+    let immediate = {
+        let mut c = this.lock(py)?;
+        let lost = c.lost;
+        let mut resume = false;
+        let result = match current(&mut c, gen) {
+            None => Some(disconnect_message(py)?),
+            Some(req) => {
+                if req.expect_continue && !req.continue_sent && !req.head_written && !lost {
+                    req.continue_sent = true;
+                    acts.push(Act::Write(b"HTTP/1.1 100 Continue\r\n\r\n".to_vec()));
+                }
+                if !req.body_buf.is_empty() || (req.body_done && !req.body_final_sent) {
+                    resume = true;
+                    Some(take_body_message(py, req)?)
+                } else if lost || req.complete {
+                    Some(disconnect_message(py)?)
+                } else {
+                    resume = true;
+                    None
+                }
+            }
+        };
+        if resume && c.reading_paused && !c.lost {
+            c.reading_paused = false;
+            acts.push(Act::ResumeReading);
+        }
+        result
+    };
+    HttpProtocol::run_acts(proto, acts)?;
+    if let Some(msg) = immediate {
+        return ready(py, msg);
+    }
+    let fut = this.state.get().lp.call_method0(py, intern!(py, "create_future"))?;
+    let mut c = this.lock(py)?;
+    match current(&mut c, gen) {
+        Some(req) => req.receive_waiter = Some(fut.clone_ref(py)),
+        None => {
+            drop(c);
+            fut.call_method1(py, intern!(py, "set_result"), (disconnect_message(py)?,))?;
+        }
+    }
+    Ok(fut)
+}

@@ -1,0 +1,123 @@
+//! The ASGI `http` scope of a request: target split and percent-decoded, method, headers,
+//! client and server addresses.
+
+use super::super::config::HttpServerState;
+use super::super::parse::{Head, Reject};
+use super::super::conn::Conn;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use std::borrow::Cow;
+
+fn percent_decode(raw: &[u8]) -> Cow<'_, [u8]> {
+    if !raw.contains(&b'%') {
+        return Cow::Borrowed(raw);
+    }
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' && i + 2 < raw.len() {
+            if let (Some(h), Some(l)) = (hex(raw[i + 1]), hex(raw[i + 2])) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(raw[i]);
+        i += 1;
+    }
+    Cow::Owned(out)
+}
+
+/// (raw_path, query) of a request target in origin, absolute or asterisk form.
+pub(super) fn split_target<'a>(target: &'a [u8], method: &[u8]) -> Result<(&'a [u8], &'a [u8]), Reject> {
+    let path_and_query = if target.first() == Some(&b'/') {
+        target
+    } else if target == b"*" && method == b"OPTIONS" {
+        return Ok((target, b""));
+    } else {
+        let lower: Vec<u8> = target.iter().take(8).map(u8::to_ascii_lowercase).collect();
+        let rest = if lower.starts_with(b"http://") {
+            &target[7..]
+        } else if lower.starts_with(b"https://") {
+            &target[8..]
+        } else {
+            return Err(Reject::BadRequest("invalid request target"));
+        };
+        match rest.iter().position(|&b| b == b'/' || b == b'?') {
+            Some(i) if rest[i] == b'/' => &rest[i..],
+            Some(i) => return Ok((b"/", &rest[i + 1..])),
+            None => return Ok((b"/", b"")),
+        }
+    };
+    match path_and_query.iter().position(|&b| b == b'?') {
+        Some(i) => Ok((&path_and_query[..i], &path_and_query[i + 1..])),
+        None => Ok((path_and_query, b"")),
+    }
+}
+
+pub(super) fn method_str<'py>(py: Python<'py>, m: &[u8]) -> Bound<'py, PyString> {
+    match m {
+        b"GET" => intern!(py, "GET").clone(),
+        b"POST" => intern!(py, "POST").clone(),
+        b"HEAD" => intern!(py, "HEAD").clone(),
+        b"PUT" => intern!(py, "PUT").clone(),
+        b"DELETE" => intern!(py, "DELETE").clone(),
+        b"OPTIONS" => intern!(py, "OPTIONS").clone(),
+        b"PATCH" => intern!(py, "PATCH").clone(),
+        _ => PyString::new(py, &String::from_utf8_lossy(m)),
+    }
+}
+
+pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Head) -> Result<Py<PyAny>, Reject> {
+    let buf = &c.rbuf;
+    let method = &buf[head.method.clone()];
+    let (raw_path, query) = split_target(&buf[head.target.clone()], method)?;
+    let fail = |_e: PyErr| Reject::BadRequest("scope");
+    let headers = PyList::empty(py);
+    for (n, v) in &head.headers {
+        let name = &buf[n.clone()];
+        let lname = PyBytes::new_with(py, name.len(), |out| {
+            for (o, b) in out.iter_mut().zip(name) {
+                *o = b.to_ascii_lowercase();
+            }
+            Ok(())
+        })
+        .map_err(fail)?;
+        let pair = PyTuple::new(py, [lname.into_any(), PyBytes::new(py, &buf[v.clone()]).into_any()]).map_err(fail)?;
+        headers.append(pair).map_err(fail)?;
+    }
+    let mut path = percent_decode(raw_path);
+    // As the ASGI spec's WSGI section has it (and uvicorn does): `path` and `raw_path`
+    // include `root_path`, which an app strips to route (PATH_INFO).
+    let prefixed;
+    let raw_path = if state.root_path.is_empty() {
+        raw_path
+    } else {
+        path = Cow::Owned([&state.root_path[..], &path[..]].concat());
+        prefixed = [&state.root_path_raw[..], raw_path].concat();
+        &prefixed[..]
+    };
+    // SAFETY: the template is a dict; PyDict_Copy returns a new reference or NULL.
+    let scope = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyDict_Copy(state.scope_template.as_ptr())) }
+        .map_err(fail)?;
+    let scope = scope.cast_into::<PyDict>().map_err(|_| Reject::BadRequest("scope"))?;
+    let none = || py.None();
+    let set = |k: &Bound<'_, PyString>, v: Bound<'_, PyAny>| scope.set_item(k, v).map_err(fail);
+    let version = if head.minor == 1 { intern!(py, "1.1") } else { intern!(py, "1.0") };
+    set(intern!(py, "http_version"), version.clone().into_any())?;
+    set(intern!(py, "server"), c.server.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
+    set(intern!(py, "client"), c.client.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
+    let scheme = if c.https { intern!(py, "https") } else { intern!(py, "http") };
+    set(intern!(py, "scheme"), scheme.clone().into_any())?;
+    set(intern!(py, "method"), method_str(py, method).into_any())?;
+    set(intern!(py, "path"), PyString::new(py, &String::from_utf8_lossy(&path)).into_any())?;
+    set(intern!(py, "raw_path"), PyBytes::new(py, raw_path).into_any())?;
+    set(intern!(py, "query_string"), PyBytes::new(py, query).into_any())?;
+    set(intern!(py, "headers"), headers.into_any())?;
+    if let Some(ls) = &state.lifespan_state {
+        set(intern!(py, "state"), ls.bind(py).copy().map_err(fail)?.into_any())?;
+    }
+    Ok(scope.into_any().unbind())
+}
