@@ -10,21 +10,29 @@ use mio::event::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token};
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 pub const WAKER_TOKEN: Token = Token(usize::MAX);
+const TIMER_TOKEN: Token = Token(usize::MAX - 1);
 
 pub struct Poller {
     poll: Poll,
     events: Events,
+    /// A timerfd that wakes the poll at the next timer's deadline to the nanosecond: epoll's
+    /// own timeout counts whole milliseconds (rounded up), which made every timer up to a
+    /// millisecond late. None where it cannot be made; the poll's timeout then decides.
+    timer: Option<OwnedFd>,
+    /// The deadline the timerfd is set to (CLOCK_MONOTONIC seconds and nanoseconds).
+    armed: Option<(i64, i64)>,
 }
 
 impl Poller {
     pub fn new() -> io::Result<(Poller, Registry)> {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
-        Ok((Poller { poll, events: Events::with_capacity(1024) }, registry))
+        let timer = new_timerfd(&registry);
+        Ok((Poller { poll, events: Events::with_capacity(1024), timer, armed: None }, registry))
     }
 
     pub fn registry(&self) -> &Registry {
@@ -33,6 +41,24 @@ impl Poller {
 
     /// Wait for events; EINTR is reported as an empty, successful poll.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.poll_until(timeout, None)
+    }
+
+    /// `poll`, woken at `deadline` (CLOCK_MONOTONIC seconds) by the timerfd, not later.
+    /// `timeout` (whole milliseconds, rounded up) still bounds the wait, so a timerfd that
+    /// says nothing, or a deadline slightly early for the caller's clock, costs at most the
+    /// old precision and never a busy loop.
+    pub fn poll_until(&mut self, timeout: Option<Duration>, deadline: Option<f64>) -> io::Result<()> {
+        if let (Some(when), Some(fd)) = (deadline, &self.timer) {
+            if timeout != Some(Duration::ZERO) {
+                let at = timespec_at_or_after(when);
+                if self.armed != Some(at) {
+                    // Setting the timer also clears an expiry not read yet, so the next
+                    // expiry is a new edge for the edge-triggered registration.
+                    self.armed = set_timerfd(fd, at).ok().map(|()| at);
+                }
+            }
+        }
         match self.poll.poll(&mut self.events, timeout) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {
@@ -45,7 +71,7 @@ impl Poller {
 
     /// Every descriptor event of the last poll.
     pub fn ready(&self) -> impl Iterator<Item = (RawFd, Readiness)> + '_ {
-        self.events.iter().filter(|e| e.token() != WAKER_TOKEN).map(|e| {
+        self.events.iter().filter(|e| e.token() != WAKER_TOKEN && e.token() != TIMER_TOKEN).map(|e| {
             let r = Readiness {
                 readable: is_readable(e),
                 writable: is_writable(e),
@@ -54,6 +80,41 @@ impl Poller {
             (e.token().0 as RawFd, r)
         })
     }
+}
+
+/// A non-blocking CLOCK_MONOTONIC timerfd registered for reads, or None if that fails.
+fn new_timerfd(registry: &Registry) -> Option<OwnedFd> {
+    // SAFETY: plain system call; a non-negative result is a descriptor we now own.
+    let raw = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+    if raw < 0 {
+        return None;
+    }
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    registry.register(&mut SourceFd(&fd.as_raw_fd()), TIMER_TOKEN, Interest::READABLE).ok()?;
+    Some(fd)
+}
+
+/// The first whole nanosecond at or after `when` seconds.
+fn timespec_at_or_after(when: f64) -> (i64, i64) {
+    let secs = when.floor();
+    let nanos = ((when - secs) * 1e9).ceil() as i64 + 1; // +1: the float may round down
+    let secs = secs as i64;
+    if nanos >= 1_000_000_000 {
+        (secs + 1, nanos - 1_000_000_000)
+    } else {
+        (secs, nanos)
+    }
+}
+
+/// Expire `fd` once at the absolute CLOCK_MONOTONIC time `at`.
+fn set_timerfd(fd: &OwnedFd, at: (i64, i64)) -> io::Result<()> {
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_value: libc::timespec { tv_sec: at.0 as libc::time_t, tv_nsec: at.1 as libc::c_long },
+    };
+    // SAFETY: a valid timerfd and a valid itimerspec; the old value is not asked for.
+    let r = unsafe { libc::timerfd_settime(fd.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// What one event says about a descriptor.
@@ -152,6 +213,39 @@ mod tests {
         drop(b);
         drop(a);
         assert!(update(&registry, fd, interest(true, true), None).is_ok());
+    }
+
+    #[test]
+    fn the_timer_wakes_the_poll_at_its_deadline() {
+        let (mut poller, _registry) = Poller::new().unwrap();
+        assert!(poller.timer.is_some());
+        for _ in 0..2 {
+            let deadline = crate::clock::monotonic() + 0.02;
+            // A ten-second timeout: only the timerfd can end this poll soon.
+            poller.poll_until(Some(Duration::from_secs(10)), Some(deadline)).unwrap();
+            let now = crate::clock::monotonic();
+            assert!(now >= deadline, "woken {} s early", deadline - now);
+            assert!(now < deadline + 5.0, "not woken by the timer");
+            assert_eq!(poller.ready().count(), 0); // the timer is not a descriptor event
+        }
+        // An expired deadline asked for again is not a new event: the timeout ends the poll,
+        // there is no busy loop on a timer that stays readable.
+        let deadline = crate::clock::monotonic() + 0.005;
+        poller.poll_until(Some(Duration::from_secs(10)), Some(deadline)).unwrap();
+        let start = crate::clock::monotonic();
+        poller.poll_until(Some(Duration::from_millis(50)), Some(deadline)).unwrap();
+        assert!(crate::clock::monotonic() - start >= 0.045);
+    }
+
+    #[test]
+    fn deadlines_round_up_to_the_nanosecond() {
+        assert_eq!(timespec_at_or_after(5.0), (5, 1));
+        for when in [0.25, 12.5, 7.999_999_999_9, 86_400.123_456_789, 1.0e6 + 0.999_999_999] {
+            let (s, ns) = timespec_at_or_after(when);
+            assert!((0..1_000_000_000).contains(&ns));
+            let back = s as f64 + ns as f64 * 1e-9;
+            assert!(back >= when && back - when < 1e-6, "{when} -> {s}.{ns:09}");
+        }
     }
 
     #[test]

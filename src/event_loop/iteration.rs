@@ -28,7 +28,7 @@ impl LoopCore {
         let this = slf.get();
         let py = slf.py();
 
-        let (timeout, cancelled_timers, skip_poll, expired) = {
+        let (timeout, deadline, cancelled_timers, skip_poll, expired) = {
             let mut st = this.state.lock(py)?;
             st.iteration += 1;
             let expired = this.expire_lingering(&mut st);
@@ -40,10 +40,14 @@ impl LoopCore {
                     let _ = reactor::update(&this.registry, fd, i, i);
                 }
             }
+            let mut deadline = None;
             let timeout = if !st.ready.is_empty() || !st.deferred.is_empty() || st.stopping {
                 Some(Duration::ZERO)
             } else if let Some((when, _)) = st.timers.peek() {
                 let secs = (when - monotonic()).clamp(0.0, MAX_POLL_SECONDS);
+                if secs < MAX_POLL_SECONDS {
+                    deadline = Some(when);
+                }
                 Some(Duration::from_secs_f64(secs))
             } else {
                 None
@@ -54,7 +58,7 @@ impl LoopCore {
             // With callbacks ready and no descriptor registered, a poll could only report the
             // waker, which matters only to a parked loop: skip the syscall.
             let skip_poll = timeout == Some(Duration::ZERO) && st.io.is_empty();
-            (timeout, cancelled, skip_poll, expired)
+            (timeout, deadline, cancelled, skip_poll, expired)
         };
         drop(expired);
         for t in cancelled_timers {
@@ -72,7 +76,7 @@ impl LoopCore {
             let result = if timeout == Some(Duration::ZERO) {
                 poller.poll(timeout)
             } else {
-                let r = py.detach(|| poller.poll(timeout));
+                let r = py.detach(|| poller.poll_until(timeout, deadline));
                 this.parked.store(false, Ordering::SeqCst);
                 r
             };
