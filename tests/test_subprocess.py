@@ -679,22 +679,32 @@ def test_send_signal_to_child(loop, run):
     assert run(main()) == 5
 
 
-def test_kill_after_wait(loop, run):
+def test_kill_after_wait(loop, run, monkeypatch):
+    sent = []
+    real_kill = os.kill
+
+    def recording_kill(pid, sig):
+        sent.append((pid, sig))
+        real_kill(pid, sig)
+
     async def main():
         proc = await asyncio.create_subprocess_exec(*py("pass"), stdout=PIPE, stderr=PIPE)
         await proc.communicate()
         assert proc.returncode == 0
-        # The child is reaped, so no signal may be sent. wait() can return before the
-        # transport forgets the process (the exit may be seen after the pipes closed),
-        # so a signal then is a silent no-op rather than ProcessLookupError, as in asyncio;
-        # test_signals_after_the_transport_finished covers the state after connection_lost.
+        # The child is reaped: its pid may belong to another process by now, so no signal may
+        # be sent. wait() can return before the transport forgets the process (the exit may
+        # be seen after the pipes closed), so a call then is a silent no-op rather than
+        # ProcessLookupError, in asyncio as here; test_signals_after_the_transport_finished
+        # covers the state after connection_lost.
+        monkeypatch.setattr(os, "kill", recording_kill)
         for call in (proc.kill, proc.terminate, lambda: proc.send_signal(signal.SIGINT)):
             try:
                 call()
             except ProcessLookupError:
                 pass
+        monkeypatch.setattr(os, "kill", real_kill)
+        assert sent == []
         assert await proc.wait() == 0
-        assert proc.returncode == 0
 
     run(main())
 

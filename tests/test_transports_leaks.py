@@ -148,7 +148,7 @@ def test_swordfish_idle_connection_memory(sf_loop, sf_run):
     import socket
     import tracemalloc
 
-    n, batch = 300, 10
+    n, batch = 200, 10  # 400 descriptors in all
     transports = []
     waiting = []
 

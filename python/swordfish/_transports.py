@@ -34,7 +34,7 @@ def shared_address(addr):
     when they share one tuple rather than each holding its own."""
     global _last_address
     last = _last_address
-    if addr == last and type(addr) is type(last):
+    if type(addr) is type(last) and addr == last:
         return last
     _last_address = addr
     return addr
