@@ -607,32 +607,21 @@ def test_limits(loop, option, raw, status):
     assert resp.status == status and was_closed
 
 
-def test_header_limit_across_small_reads(loop):
+@pytest.mark.parametrize("option,fields", [
+    # 13 fields of 17 bytes pass the 200-byte limit with the last one
+    ({"limit_header_size": 200}, [b"X-A: 1234567890\r\n"] * 13),
+    # the sixth field is one too many, refused as it arrives with the head still open
+    ({"limit_header_count": 5}, [b"X-%d: 1\r\n" % i for i in range(6)]),
+])
+def test_header_limits_across_small_reads(loop, option, fields):
     async def main():
-        async with serving(echo_app, limit_header_size=200) as server:
+        async with serving(echo_app, **option) as server:
             reader, writer = await connect(server)
             writer.write(b"GET / HTTP/1.1\r\n")
-            # 13 fields of 17 bytes pass the 200-byte limit with the last one; writing on
-            # after the server closed would make its kernel answer with a reset
-            for _ in range(13):
-                writer.write(b"X-A: 1234567890\r\n")
-                await writer.drain()
-                await asyncio.sleep(0)
-            resp = await asyncio.wait_for(read_response(reader), 5)
-            writer.close()
-            return resp
-
-    assert run(loop, main()).status == 431
-
-
-def test_header_count_limit_before_the_head_ends(loop):
-    async def main():
-        async with serving(echo_app, limit_header_count=5) as server:
-            reader, writer = await connect(server)
-            writer.write(b"GET / HTTP/1.1\r\n")
-            # The sixth field is refused as it arrives, with the head still open.
-            for i in range(6):
-                writer.write(b"X-%d: 1\r\n" % i)
+            # One field per write; writing on after the server closed would make its kernel
+            # answer with a reset
+            for field in fields:
+                writer.write(field)
                 await writer.drain()
                 await asyncio.sleep(0)
             resp = await asyncio.wait_for(read_response(reader), 5)
