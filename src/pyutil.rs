@@ -38,13 +38,13 @@ fn repr(obj: &Bound<'_, PyAny>) -> String {
     obj.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<object>".to_owned())
 }
 
-/// `OSError(errno, strerror)`: Python picks the subclass (PermissionError, …) from errno.
 /// KeyboardInterrupt and SystemExit: the exceptions that leave the loop instead of being
 /// reported (as `asyncio.Handle._run` lets them).
 pub fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
     err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py)
 }
 
+/// `OSError(errno, strerror)`: Python picks the subclass (PermissionError, …) from errno.
 pub fn os_error(py: Python<'_>, err: std::io::Error) -> PyErr {
     match err.raw_os_error() {
         Some(code) => {
