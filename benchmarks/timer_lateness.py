@@ -23,14 +23,15 @@ ROOT = os.path.dirname(HERE)
 
 CHILD = r"""
 import asyncio, json, sys, time
-name, n, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+here, name, n, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 late = []
 if name == "time.sleep":
     for _ in range(n):
         t = time.perf_counter(); time.sleep(delay); late.append(time.perf_counter() - t - delay)
 else:
-    mod = asyncio if name == "asyncio" else __import__(name)
-    loop = mod.new_event_loop()
+    sys.path.insert(0, here)
+    from child import new_loop  # the benchmark suite's loop-by-name
+    loop = new_loop(name)
 
     async def main():
         for _ in range(n):
@@ -45,7 +46,7 @@ print(json.dumps(late))
 
 
 def run_child(name, sleeps, delay, cpu):
-    cmd = [sys.executable, "-c", CHILD, name, str(sleeps), str(delay)]
+    cmd = [sys.executable, "-c", CHILD, HERE, name, str(sleeps), str(delay)]
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu)] + cmd
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
