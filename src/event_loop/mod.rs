@@ -74,8 +74,9 @@ pub struct LoopCore {
     /// `asyncio.futures._set_result_unless_cancelled`, see `new_handle`.
     context_free_callback: Py<PyAny>,
     kw_loop: Py<PyTuple>,
-    /// `asyncio.events._get_running_loop`, see `is_running_here`.
-    get_running_loop: Py<PyAny>,
+    /// `asyncio.events._get_running_loop`, see `is_running_here`; None before Python 3.12,
+    /// where that call costs a `getpid()` system call (two with the loop-less constructor).
+    get_running_loop: Option<Py<PyAny>>,
     kw_loop_name: Py<PyTuple>,
     /// Handles and timers that ran and that nothing else refers to, kept for reuse (see
     /// `Handle::recyclable`). They refer to nothing while they wait here.
@@ -142,7 +143,11 @@ impl LoopCore {
                 .getattr("_set_result_unless_cancelled")?
                 .unbind(),
             kw_loop: PyTuple::new(py, [PyString::intern(py, "loop")])?.unbind(),
-            get_running_loop: py.import("asyncio.events")?.getattr("_get_running_loop")?.unbind(),
+            get_running_loop: if py.version_info() >= (3, 12) {
+                Some(py.import("asyncio.events")?.getattr("_get_running_loop")?.unbind())
+            } else {
+                None
+            },
             kw_loop_name: PyTuple::new(
                 py,
                 [PyString::intern(py, "loop"), PyString::intern(py, "name")],

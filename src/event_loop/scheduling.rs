@@ -171,11 +171,14 @@ impl LoopCore {
     /// Whether this loop is the calling thread's running loop. Then `Future()` and
     /// `Task(coro)` find it by themselves: passing `loop=` would make CPython build a
     /// keyword dict for every future and task (the C types have no vectorcall).
+    /// Always false before Python 3.12: there every running-loop lookup is a `getpid()`
+    /// system call, and the loop-less constructor makes two, dearer than the dict.
     pub(super) fn is_running_here(slf: &Bound<'_, Self>) -> bool {
         let py = slf.py();
+        let Some(get_running_loop) = &slf.get().get_running_loop else { return false };
         // SAFETY: a call with the GIL held; the new reference is released here.
         unsafe {
-            let running = ffi::PyObject_CallNoArgs(slf.get().get_running_loop.as_ptr());
+            let running = ffi::PyObject_CallNoArgs(get_running_loop.as_ptr());
             if running.is_null() {
                 drop(PyErr::fetch(py));
                 return false;
