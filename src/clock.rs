@@ -8,6 +8,22 @@ pub fn monotonic() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// CLOCK_MONOTONIC_COARSE in seconds: the same clock as `monotonic`, read without the
+/// hardware counter, so it lags by up to `coarse_resolution()` (a scheduler tick) and costs
+/// a fraction of a precise read. For deadlines counted in seconds, read on every request.
+pub fn coarse_monotonic() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// How far `coarse_monotonic` may lag behind `monotonic`, in seconds.
+pub fn coarse_resolution() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// Resolution of the clock in seconds, as reported by the kernel.
 pub fn resolution() -> f64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -26,6 +42,18 @@ mod tests {
             let now = monotonic();
             assert!(now >= last);
             last = now;
+        }
+    }
+
+    #[test]
+    fn coarse_clock_lags_the_precise_one_by_at_most_its_resolution() {
+        let slack = coarse_resolution();
+        assert!(slack > 0.0 && slack < 0.1, "coarse resolution {slack}");
+        for _ in 0..1_000 {
+            let coarse = coarse_monotonic();
+            let precise = monotonic();
+            assert!(coarse <= precise, "coarse {coarse} ahead of precise {precise}");
+            assert!(precise - coarse <= slack + 1e-3, "coarse {coarse} lags precise {precise} by more than {slack}");
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::conn::Act;
 use super::protocol::HttpProtocol;
-use crate::clock::monotonic;
+use crate::clock::coarse_monotonic;
 use crate::pyutil::{is_exit, vectorcall_kw};
 use crate::transport::stream::{Held, StreamCore};
 use pyo3::prelude::*;
@@ -65,7 +65,7 @@ impl HttpProtocol {
                                 h.call_method0(py, intern!(py, "cancel"))?;
                             } else {
                                 c.timer = Some(h);
-                                c.timer_at = monotonic() + delay;
+                                c.timer_at = coarse_monotonic() + delay;
                             }
                         }
                     }

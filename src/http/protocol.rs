@@ -11,7 +11,7 @@ use super::config::HttpServerState;
 use super::conn::{Act, BodyState, Conn, Request, TimerKind};
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
 use super::response::{reason, simple_response};
-use crate::clock::monotonic;
+use crate::clock::{coarse_monotonic, coarse_resolution, monotonic};
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::StreamCore;
 use pyo3::prelude::*;
@@ -60,7 +60,9 @@ impl HttpProtocol {
         if kind == TimerKind::None {
             return;
         }
-        let now = monotonic();
+        // The coarse clock: this runs for every request, and a deadline in seconds does not
+        // need the precise one. `timer_at` and `_on_timer` read the same clock.
+        let now = coarse_monotonic();
         c.deadline = now + timeout;
         match &c.timer {
             Some(_) if c.timer_at <= c.deadline + 1e-3 => {}
@@ -88,9 +90,10 @@ impl HttpProtocol {
                     Some(req) => req.scope.take().map(|s| Act::AccessLog(Some(s), None, status, size, monotonic() - req.start)),
                     None => {
                         // The head has been arriving since the header timer was set.
-                        let began = if c.timer_kind == TimerKind::Header { c.deadline - state.timeout_header } else { monotonic() };
+                        let now = coarse_monotonic();
+                        let began = if c.timer_kind == TimerKind::Header { c.deadline - state.timeout_header } else { now };
                         let client = c.client.as_ref().map(|cl| cl.clone_ref(py));
-                        Some(Act::AccessLog(scope, client, status, size, monotonic() - began))
+                        Some(Act::AccessLog(scope, client, status, size, now - began))
                     }
                 };
                 acts.extend(line);
@@ -439,8 +442,10 @@ impl HttpProtocol {
             if c.lost || c.timer_kind == TimerKind::None {
                 return Ok(());
             }
-            let now = monotonic();
-            if now + 1e-4 < c.deadline {
+            // The loop's timer fired on the precise clock; the deadline is on the coarse one,
+            // which may lag by up to its resolution: within that, the deadline has passed.
+            let now = coarse_monotonic();
+            if now + coarse_resolution() < c.deadline {
                 acts.push(Act::ArmTimer(c.deadline - now));
             } else {
                 // Header read too slow, or idle keep-alive over: close quietly.
