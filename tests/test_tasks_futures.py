@@ -245,6 +245,79 @@ def test_task_exception_never_retrieved_is_reported(loop):
     assert isinstance(contexts[0]["future"], asyncio.Task)
 
 
+def test_task_steps_and_callbacks_keep_one_fifo_order(loop):
+    # A task's steps share the ready queue with plain callbacks, in scheduling order.
+    order = []
+
+    async def step(name):
+        order.append(name)
+        await asyncio.sleep(0)  # a bare yield: the next step is scheduled with call_soon
+        order.append(name + "'")
+
+    def main():
+        loop.call_soon(order.append, "cb1")
+        loop.create_task(step("t1"))
+        loop.call_soon(order.append, "cb2")
+        loop.create_task(step("t2"))
+        loop.call_soon(order.append, "cb3")
+
+    loop.call_soon(main)
+    run_iterations(loop, 4)
+    assert order == ["cb1", "t1", "cb2", "t2", "cb3", "t1'", "t2'"]
+
+
+def test_task_step_that_raises_is_reported_with_its_handle(loop):
+    # A task marked done behind its back (the base class's set_result) makes its pending
+    # step raise InvalidStateError: the loop reports it like any failed callback, naming the
+    # step's handle, and goes on.
+    seen = []
+    loop.set_exception_handler(lambda lp, ctx: seen.append(ctx))
+
+    async def never():
+        return 1
+
+    async def main():
+        coro = never()
+        task = loop.create_task(coro)
+        asyncio.Future.set_result(task, 2)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        coro.close()
+        return task.result()
+
+    assert loop.run_until_complete(main()) == 2
+    assert len(seen) == 1, seen
+    ctx = seen[0]
+    assert ctx["message"].startswith("Exception in callback ")
+    assert isinstance(ctx["exception"], asyncio.InvalidStateError)
+    assert "already done" in str(ctx["exception"])
+    assert "TaskStepMethWrapper" in repr(ctx["handle"])
+
+
+def test_keyboard_interrupt_in_task_step_leaves_the_rest_queued(loop):
+    order = []
+    tasks = []
+
+    async def interrupt():
+        raise KeyboardInterrupt
+
+    async def after():
+        order.append("after")
+
+    def schedule():
+        tasks.append(loop.create_task(interrupt()))
+        loop.create_task(after())
+        loop.call_soon(order.append, "cb")
+
+    loop.call_soon(schedule)
+    with pytest.raises(KeyboardInterrupt):
+        run_iterations(loop, 3)
+    assert order == []
+    run_iterations(loop, 2)
+    assert order == ["after", "cb"]
+    assert isinstance(tasks[0].exception(), KeyboardInterrupt)
+
+
 def test_many_tasks(loop):
     async def work(i):
         await asyncio.sleep(0)
