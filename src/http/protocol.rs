@@ -443,7 +443,8 @@ impl HttpProtocol {
                 return Ok(());
             }
             // The loop's timer fired on the precise clock; the deadline is on the coarse one,
-            // which may lag by up to its resolution: within that, the deadline has passed.
+            // which lags by about a tick: within that, the deadline has passed. (A tick that
+            // came late only costs a re-arm for the few milliseconds left.)
             let now = coarse_monotonic();
             if now + coarse_resolution() < c.deadline {
                 acts.push(Act::ArmTimer(c.deadline - now));
