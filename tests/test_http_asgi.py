@@ -398,6 +398,60 @@ def test_held_chunk_leaves_when_the_app_interrupts_the_loop(loop):
         run(loop, served.__aexit__(None, None, None))
 
 
+def test_complete_response_leaves_when_the_app_interrupts_the_loop(loop):
+    """A small complete response is held for the end of the iteration on swordfish; an app
+    that interrupts the loop right after sending it does not keep it from the client."""
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+        raise KeyboardInterrupt
+
+    served = serving(app)
+    server = run(loop, served.__aenter__())
+    try:
+        with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as client:
+            client.sendall(GET)
+            with pytest.raises(KeyboardInterrupt):
+                loop.run_until_complete(asyncio.sleep(10))
+            data = b""
+            while not data.endswith(b"done"):  # the loop is not running now
+                chunk = client.recv(65536)
+                assert chunk, data
+                data += chunk
+        assert data.startswith(b"HTTP/1.1 200 ") and b"content-length: 4\r\n" in data
+    finally:
+        run(loop, served.__aexit__(None, None, None))
+
+
+def _data_segments_received(sock):
+    """`tcpi_data_segs_in` of Linux's `struct tcp_info` (since 4.6)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 192)
+    return int.from_bytes(info[152:156], sys.byteorder)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TCP_INFO layout of Linux")
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="without eager tasks every app starts in an iteration of its own")
+def test_pipelined_small_responses_share_writes(sf_loop):
+    """Small complete responses wait for the end of the loop iteration on swordfish's
+    transport, so pipelined ones served in the same iteration leave together: fewer
+    segments than responses (the server sets TCP_NODELAY, so each write is at least one
+    segment)."""
+    count = 8
+
+    async def main():
+        async with serving(responder({"type": "http.response.body", "body": b"ok"})) as server:
+            reader, writer = await connect(server)
+            writer.write(GET * count)
+            responses = [await read_response(reader) for _ in range(count)]
+            segments = _data_segments_received(writer.get_extra_info("socket"))
+            writer.close()
+            return responses, segments
+
+    responses, segments = run(sf_loop, main())
+    assert [r.body for r in responses] == [b"ok"] * count
+    assert segments < count
+
+
 def test_streamed_body_in_one_step_past_the_buffers(loop):
     """An app that streams far more than the socket buffers hold without waiting on
     anything but send() gets it all delivered, in order: send() waits while the transport

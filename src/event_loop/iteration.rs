@@ -21,6 +21,14 @@ const MAX_POLL_SECONDS: f64 = 86400.0;
 /// them are cancelled (the stdlib's policy).
 const MIN_TIMERS_FOR_CLEANUP: usize = 100;
 
+/// What the connections of one iteration may hold for its end, in all. Held writes leave
+/// together, which on loopback saves the receiver one wake-up per write, but they wait in
+/// memory: with many connections holding a few KiB each, what is held leaves the CPU's cache
+/// before it is written, and that costs more than it saves (a 3 KiB response to 400
+/// connections was 6% slower held than written at once; 2 KiB, 10% faster). Past the
+/// budget, writes go out at once until held ones are written.
+pub(crate) const HOLD_BUDGET: usize = 256 * 1024;
+
 impl LoopCore {
     /// One iteration: poll for I/O (waiting only when nothing is ready), move due timers to
     /// the ready queue, then run every callback that was ready at that point.
@@ -211,16 +219,32 @@ impl LoopCore {
         Ok(())
     }
 
-    /// Hold `core`'s queued writes until the end of this iteration: what the callbacks of
-    /// one iteration write to a connection goes out in one vectored write.
-    pub(crate) fn defer_flush(&self, py: Python<'_>, core: Py<StreamCore>) -> PyResult<()> {
-        self.state.lock(py)?.deferred.push(core);
+    /// Count `len` more bytes held until the end of this iteration, and hold `core`'s
+    /// queued writes (when it is not held yet): what the callbacks of one iteration write
+    /// to a connection goes out in one vectored write. Returns whether the iteration now
+    /// holds more than `HOLD_BUDGET`: then the caller writes at once.
+    pub(crate) fn hold_writes(&self, py: Python<'_>, core: Option<Py<StreamCore>>, len: usize) -> PyResult<bool> {
+        let mut st = self.state.lock(py)?;
+        st.deferred.extend(core);
+        st.held_bytes += len;
+        Ok(st.held_bytes > HOLD_BUDGET)
+    }
+
+    /// Held bytes of one transport were written (or dropped) before the end of the
+    /// iteration.
+    pub(crate) fn release_held(&self, py: Python<'_>, len: usize) -> PyResult<()> {
+        let mut st = self.state.lock(py)?;
+        st.held_bytes = st.held_bytes.saturating_sub(len);
         Ok(())
     }
 
     pub(super) fn flush_deferred(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        let deferred = std::mem::take(&mut slf.get().state.lock(py)?.deferred);
+        let deferred = {
+            let mut st = slf.get().state.lock(py)?;
+            st.held_bytes = 0;
+            std::mem::take(&mut st.deferred)
+        };
         let mut deferred = deferred.into_iter();
         while let Some(core) = deferred.next() {
             if let Err(err) = StreamCore::flush_deferred_ready(core.bind(py)) {

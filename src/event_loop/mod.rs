@@ -54,6 +54,8 @@ struct State {
     /// Stream transports holding writes for the end of this iteration
     /// (`StreamCore::write_deferred`).
     deferred: Vec<Py<StreamCore>>,
+    /// Bytes held so in this iteration (see `HOLD_BUDGET`).
+    held_bytes: usize,
     stopping: bool,
 }
 

@@ -5,7 +5,7 @@ use super::conn::Act;
 use super::protocol::HttpProtocol;
 use crate::clock::coarse_monotonic;
 use crate::pyutil::{is_exit, vectorcall_kw};
-use crate::transport::stream::{Held, StreamCore};
+use crate::transport::stream::{Held, Hold, StreamCore};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes};
 use pyo3::intern;
@@ -27,9 +27,9 @@ impl HttpProtocol {
         for act in acts {
             let r: PyResult<()> = (|| {
                 match act {
-                    Act::Write(data) => this.write_out(py, Held::Owned(data), false)?,
-                    Act::WriteLater(data) => this.write_out(py, Held::Owned(data), true)?,
-                    Act::WriteObj(obj, later) => this.write_out(py, Held::Shared(obj.into_bound(py)), later)?,
+                    Act::Write(data) => this.write_out(py, Held::Owned(data), None)?,
+                    Act::WriteLater(data, hold) => this.write_out(py, Held::Owned(data), Some(hold))?,
+                    Act::WriteObj(obj, hold) => this.write_out(py, Held::Shared(obj.into_bound(py)), hold)?,
                     Act::Close | Act::Abort => {
                         let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
@@ -100,17 +100,17 @@ impl HttpProtocol {
         Ok(())
     }
 
-    /// Write response bytes: to swordfish's socket transport without a Python call (`later`:
+    /// Write response bytes: to swordfish's socket transport without a Python call (`hold`:
     /// held until the end of the loop iteration, so what follows in the same iteration goes
     /// out in the same write), or through the transport's `write` on another loop.
-    pub(super) fn write_out(&self, py: Python<'_>, data: Held<'_>, later: bool) -> PyResult<()> {
+    pub(super) fn write_out(&self, py: Python<'_>, data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
         let (core, w) = {
             let c = self.lock(py)?;
             (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
         };
         if let Some(core) = core {
-            if later {
-                return StreamCore::write_deferred(core.bind(py), data);
+            if let Some(hold) = hold {
+                return StreamCore::write_deferred(core.bind(py), data, hold);
             }
             return match &data {
                 Held::Owned(v) => core.get().write_now(py, v, None),

@@ -3,7 +3,7 @@
 //! releasing it (see `acts`).
 
 use super::parse::ChunkedDecoder;
-use crate::transport::stream::StreamCore;
+use crate::transport::stream::{Hold, StreamCore};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -87,10 +87,10 @@ pub struct Conn {
 /// Work to do once the lock is released, in order.
 pub enum Act {
     Write(Vec<u8>),
-    /// A chunk of a response that goes on: written at the end of the loop iteration.
-    WriteLater(Vec<u8>),
-    /// A large body by reference; held as `WriteLater` is when the flag is set.
-    WriteObj(Py<PyBytes>, bool),
+    /// Response bytes held for the end of the loop iteration (on swordfish's transport).
+    WriteLater(Vec<u8>, Hold),
+    /// A large body by reference; held as `WriteLater` is when a `Hold` is given.
+    WriteObj(Py<PyBytes>, Option<Hold>),
     Close,
     Abort,
     PauseReading,

@@ -8,6 +8,7 @@ use super::messages::{read_message, Message};
 use super::receive::disconnect_message;
 use super::{current, ready_none, ClientDisconnected, COPY_LIMIT};
 use crate::clock::monotonic;
+use crate::transport::stream::Hold;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -120,24 +121,26 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
                         done = true;
                     }
                 }
+                // Every piece waits for the end of the loop iteration: a response that goes
+                // on leaves with its next message (often the last) in one write, and small
+                // complete responses of one iteration leave together (`Hold::IfSmall`).
+                let hold = if done { Hold::IfSmall } else { Hold::Iteration };
                 match big {
                     None => {
                         out.extend_from_slice(&tail);
                         if !out.is_empty() {
-                            // A response that goes on waits for the end of the iteration:
-                            // its next message (often the last) goes out in the same write.
-                            acts.push(if done { Act::Write(out) } else { Act::WriteLater(out) });
+                            acts.push(Act::WriteLater(out, hold));
                         }
                     }
                     Some(obj) => {
                         // One vectored write at the last piece: the head and tail are
                         // held with the body (by reference) until then.
                         if !out.is_empty() {
-                            acts.push(Act::WriteLater(out));
+                            acts.push(Act::WriteLater(out, Hold::Iteration));
                         }
-                        acts.push(Act::WriteObj(obj, !done || !tail.is_empty()));
+                        acts.push(Act::WriteObj(obj, (!done || !tail.is_empty()).then_some(Hold::Iteration)));
                         if !tail.is_empty() {
-                            acts.push(if done { Act::Write(tail) } else { Act::WriteLater(tail) });
+                            acts.push(Act::WriteLater(tail, hold));
                         }
                     }
                 }
@@ -153,7 +156,7 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
                         out.extend_from_slice(&req.head);
                         out.extend_from_slice(b"\r\n");
                         req.head.clear();
-                        acts.push(Act::Write(out));
+                        acts.push(Act::WriteLater(out, Hold::IfSmall));
                     }
                 }
                 done = !more;

@@ -190,10 +190,10 @@ impl StreamCore {
 
     /// Queue bytes a native protocol holds without a syscall: the loop writes them at the
     /// end of its iteration (`flush_deferred_ready`), together with whatever the same
-    /// iteration writes after them. The HTTP server holds a streamed response's chunks so,
-    /// and its last chunk then goes out with them. Over the high-water mark it writes at once
-    /// (flow control then sees what the kernel did not take).
-    pub fn write_deferred(slf: &Bound<'_, Self>, data: Held<'_>) -> PyResult<()> {
+    /// iteration writes after them. The HTTP server holds its responses so. Over the
+    /// high-water mark it writes at once (flow control then sees what the kernel did not
+    /// take), and so it does once the iteration holds more than the loop's `HOLD_BUDGET`.
+    pub fn write_deferred(slf: &Bound<'_, Self>, data: Held<'_>, hold: Hold) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
         this.write_checks(py)?;
@@ -204,7 +204,7 @@ impl StreamCore {
         if empty {
             return Ok(());
         }
-        let (schedule, deferred, over) = {
+        let (schedule, deferred, len, over) = {
             let mut inner = this.inner(py)?;
             if this.swallow_write(py, &mut inner)? {
                 return Ok(());
@@ -213,17 +213,25 @@ impl StreamCore {
             if schedule {
                 inner.deferred = true;
             }
-            match data {
-                Held::Owned(v) => inner.wbuf.push_vec(v),
+            let len = match data {
+                Held::Owned(v) => {
+                    let len = v.len();
+                    inner.wbuf.push_vec(v);
+                    len
+                }
                 Held::Shared(b) => {
                     let len = b.as_bytes().len();
                     inner.wbuf.push_shared(b.unbind(), 0, len);
+                    len
                 }
-            }
-            (schedule, inner.deferred, inner.wbuf.len() > inner.high)
+            };
+            let limit = if hold == Hold::IfSmall { inner.high.min(HOLD_SMALL) } else { inner.high };
+            (schedule, inner.deferred, len, inner.wbuf.len() > limit)
         };
-        if schedule {
-            this.lp.get().defer_flush(py, slf.clone().unbind())?;
+        let mut over = over;
+        if deferred {
+            let core = schedule.then(|| slf.clone().unbind());
+            over |= this.lp.get().hold_writes(py, core, len)?;
         }
         match (deferred, over) {
             (true, true) => this.flush_deferred(py),
@@ -252,6 +260,7 @@ impl StreamCore {
                 return Ok(());
             }
             inner.deferred = false;
+            self.lp.get().release_held(py, inner.wbuf.len())?;
             if !(inner.conn_lost > 0 || inner.lost_scheduled) {
                 drop(inner);
                 return self.flush_now(py);
