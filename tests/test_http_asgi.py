@@ -372,13 +372,13 @@ def test_streamed_chunk_arrives_while_the_app_waits(loop):
     assert rest == b"6\r\nsecond\r\n0\r\n\r\n"
 
 
-def test_held_chunk_leaves_when_the_app_interrupts_the_loop(loop):
-    """KeyboardInterrupt from the app's step goes on out of the loop, as from any task, and
-    the chunk the step sent has reached the client by then: it is not left held for an
-    iteration that may never come."""
+def _sent_before_interrupt(loop, messages, until):
+    """Serve one GET with an app that sends `messages` and then raises KeyboardInterrupt;
+    return what the client has received once the loop stopped, read up to `until`."""
     async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"held", "more_body": True})
+        for m in messages:
+            await send(m)
         raise KeyboardInterrupt
 
     served = serving(app)
@@ -389,38 +389,29 @@ def test_held_chunk_leaves_when_the_app_interrupts_the_loop(loop):
             with pytest.raises(KeyboardInterrupt):
                 loop.run_until_complete(asyncio.sleep(10))
             data = b""
-            while not data.endswith(b"held\r\n"):  # the loop is not running now
+            while not data.endswith(until):  # the loop is not running now
                 chunk = client.recv(65536)
                 assert chunk, data
                 data += chunk
-        assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"\r\n\r\n4\r\nheld\r\n")
+        return data
     finally:
         run(loop, served.__aexit__(None, None, None))
+
+
+def test_held_chunk_leaves_when_the_app_interrupts_the_loop(loop):
+    """KeyboardInterrupt from the app's step goes on out of the loop, as from any task, and
+    the chunk the step sent has reached the client by then: it is not left held for an
+    iteration that may never come."""
+    chunk = {"type": "http.response.body", "body": b"held", "more_body": True}
+    data = _sent_before_interrupt(loop, [chunk], b"held\r\n")
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"\r\n\r\n4\r\nheld\r\n")
 
 
 def test_complete_response_leaves_when_the_app_interrupts_the_loop(loop):
     """A small complete response is held for the end of the iteration on swordfish; an app
     that interrupts the loop right after sending it does not keep it from the client."""
-    async def app(scope, receive, send):
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"done"})
-        raise KeyboardInterrupt
-
-    served = serving(app)
-    server = run(loop, served.__aenter__())
-    try:
-        with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as client:
-            client.sendall(GET)
-            with pytest.raises(KeyboardInterrupt):
-                loop.run_until_complete(asyncio.sleep(10))
-            data = b""
-            while not data.endswith(b"done"):  # the loop is not running now
-                chunk = client.recv(65536)
-                assert chunk, data
-                data += chunk
-        assert data.startswith(b"HTTP/1.1 200 ") and b"content-length: 4\r\n" in data
-    finally:
-        run(loop, served.__aexit__(None, None, None))
+    data = _sent_before_interrupt(loop, [{"type": "http.response.body", "body": b"done"}], b"done")
+    assert data.startswith(b"HTTP/1.1 200 ") and b"content-length: 4\r\n" in data
 
 
 def _data_segments_received(sock):
