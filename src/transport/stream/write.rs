@@ -197,14 +197,14 @@ impl StreamCore {
         let this = slf.get();
         let py = slf.py();
         this.write_checks(py)?;
-        let empty = match &data {
-            Held::Owned(v) => v.is_empty(),
-            Held::Shared(b) => b.as_bytes().is_empty(),
+        let len = match &data {
+            Held::Owned(v) => v.len(),
+            Held::Shared(b) => b.as_bytes().len(),
         };
-        if empty {
+        if len == 0 {
             return Ok(());
         }
-        let (schedule, deferred, len, over) = {
+        let (schedule, deferred, mut over) = {
             let mut inner = this.inner(py)?;
             if this.swallow_write(py, &mut inner)? {
                 return Ok(());
@@ -213,22 +213,13 @@ impl StreamCore {
             if schedule {
                 inner.deferred = true;
             }
-            let len = match data {
-                Held::Owned(v) => {
-                    let len = v.len();
-                    inner.wbuf.push_vec(v);
-                    len
-                }
-                Held::Shared(b) => {
-                    let len = b.as_bytes().len();
-                    inner.wbuf.push_shared(b.unbind(), 0, len);
-                    len
-                }
-            };
+            match data {
+                Held::Owned(v) => inner.wbuf.push_vec(v),
+                Held::Shared(b) => inner.wbuf.push_shared(b.unbind(), 0, len),
+            }
             let limit = if hold == Hold::IfSmall { inner.high.min(HOLD_SMALL) } else { inner.high };
-            (schedule, inner.deferred, len, inner.wbuf.len() > limit)
+            (schedule, inner.deferred, inner.wbuf.len() > limit)
         };
-        let mut over = over;
         if deferred {
             let core = schedule.then(|| slf.clone().unbind());
             over |= this.lp.get().hold_writes(py, core, len)?;
