@@ -127,8 +127,40 @@ impl HttpProtocol {
     }
 }
 
-/// `create_task(app(scope, receive, send))`, with the receive callable as done callback.
+/// Eager starts one pipeline may chain in one go (see `start_app`); past it, the next
+/// request gets a plain task, so that one connection's pipeline does not hold the loop.
+const CHAIN_MAX: usize = 16;
+
+/// Start the app of a request. A request that a running eager step made ready (the step
+/// completed the response before it, and it was pipelined behind) waits until that step
+/// returns and is then started eagerly too, one after another rather than nested: a pipeline
+/// is served in one go, and its small responses leave in one write.
 fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyResult<()> {
+    let py = slf.py();
+    let state = slf.get().state.get();
+    if state.in_eager.load(Ordering::Relaxed) {
+        state.chained.lock(py)?.push_back((slf.clone().unbind(), scope, gen));
+        return Ok(());
+    }
+    let mut result = start_one(slf, scope, gen, true);
+    let mut started = 1;
+    loop {
+        let next = state.chained.lock(py)?.pop_front();
+        let Some((proto, scope, gen)) = next else { break };
+        // After KeyboardInterrupt or SystemExit, the rest only get plain tasks.
+        let eager = result.is_ok() && started < CHAIN_MAX;
+        let r = start_one(proto.bind(py), scope, gen, eager);
+        started += 1;
+        if result.is_ok() {
+            result = r;
+        }
+    }
+    result
+}
+
+/// `create_task(app(scope, receive, send))` (an eager task when `eager` allows it), with
+/// the receive callable as done callback.
+fn start_one(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64, eager: bool) -> PyResult<()> {
     let py = slf.py();
     let state = slf.get().state.get();
     let receive = Bound::new(py, super::asgi::Receive { proto: slf.clone().unbind(), gen })?;
@@ -140,7 +172,7 @@ fn start_app(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyRes
         // the same poll) a CPU-heavy request would hold them all up: queue it behind them.
         let queue_busy = || state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
         match &state.eager_task {
-            Some(task_type) if !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
+            Some(task_type) if eager && !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
                 let eager = PyBool::new(py, true);
                 let task = vectorcall_kw(py, task_type, &[&coro, state.lp.bind(py), eager.as_any()], &state.kw_eager);
                 state.in_eager.store(false, Ordering::Relaxed);

@@ -4,11 +4,14 @@
 
 use super::parse::{is_unreserved_or_sub_delim, Limits};
 use super::response::push_header;
+use super::protocol::HttpProtocol;
 use crate::event_loop::LoopCore;
+use crate::sync::GilCell;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PySet, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The keys of an `http` scope, in the order the scope lists them.
@@ -48,8 +51,11 @@ pub struct HttpServerState {
     /// `("loop", "eager_start")`: the keyword names of that call.
     pub kw_eager: Py<PyTuple>,
     /// An eager task is running its first step: a request it completes and that starts the
-    /// next pipelined one gets a plain task (no nesting, however long the pipeline).
+    /// next pipelined one waits in `chained` until the step returns (no nesting, however
+    /// long the pipeline).
     pub in_eager: AtomicBool,
+    /// (protocol, scope, request generation) of the requests waiting so.
+    pub chained: GilCell<VecDeque<(Py<HttpProtocol>, Py<PyAny>, u64)>>,
     /// The loop's native core when it is swordfish's own loop: an eager start is skipped
     /// while callbacks are already waiting there (see `start_app`).
     pub core: Option<Py<LoopCore>>,
@@ -165,6 +171,7 @@ impl HttpServerState {
             eager_task,
             kw_eager: PyTuple::new(py, [PyString::intern(py, "loop"), PyString::intern(py, "eager_start")])?.unbind(),
             in_eager: AtomicBool::new(false),
+            chained: GilCell::new(VecDeque::new()),
             core,
             logger,
             access_log,
@@ -225,6 +232,14 @@ impl HttpServerState {
         visit.call(&self.pathsend)?;
         visit.call(&self.lifespan_state)?;
         visit.call(&self.connections)?;
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
+        if let Some(chained) = self.chained.try_lock(py) {
+            for (proto, scope, _) in chained.iter() {
+                visit.call(proto)?;
+                visit.call(scope)?;
+            }
+        }
         Ok(())
     }
 }
