@@ -173,8 +173,8 @@ fn start_one(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64, eager: b
         let queue_busy = || state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
         match &state.eager_task {
             Some(task_type) if eager && !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
-                let eager = PyBool::new(py, true);
-                let task = vectorcall_kw(py, task_type, &[&coro, state.lp.bind(py), eager.as_any()], &state.kw_eager);
+                let eager_start = PyBool::new(py, true);
+                let task = vectorcall_kw(py, task_type, &[&coro, state.lp.bind(py), eager_start.as_any()], &state.kw_eager);
                 state.in_eager.store(false, Ordering::Relaxed);
                 task
             }
