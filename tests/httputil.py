@@ -8,12 +8,12 @@ from swordfish.server import Config, Server
 
 
 @contextlib.asynccontextmanager
-async def serving(app, **options):
+async def serving(app, sockets=None, **options):
     options.setdefault("lifespan", "off")
     options.setdefault("port", 0)
     options.setdefault("access_log", False)
     server = Server(Config(app, **options))
-    task = asyncio.ensure_future(server.serve())
+    task = asyncio.ensure_future(server.serve(sockets))
     while not server.started:
         if task.done():
             task.result()

@@ -64,6 +64,63 @@ def test_scope(loop):
     assert "state" not in scope  # lifespan off
 
 
+def test_scope_values_per_request(loop):
+    # Each scope starts from the server's template: what one request sets (a method other
+    # than GET, a query, HTTP/1.0) must not show in the next one on the same connection.
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append((scope["method"], scope["path"], scope["query_string"], scope["http_version"]))
+        await echo_app(scope, receive, send)
+
+    async def main():
+        async with serving(app) as server:
+            reader, writer = await connect(server)
+            for raw in (
+                b"POST /a?x=1 HTTP/1.1\r\n" + H + b"Content-Length: 0\r\n\r\n",
+                GET,
+                b"DELETE /b? HTTP/1.1\r\n" + H + b"\r\n",
+                b"GET /c HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+                b"PURGE /d?y HTTP/1.1\r\n" + H + b"\r\n",
+                GET,
+            ):
+                writer.write(raw)
+                assert (await read_response(reader)).status == 200
+            writer.close()
+
+    run(loop, main())
+    assert seen == [
+        ("POST", "/a", b"x=1", "1.1"),
+        ("GET", "/", b"", "1.1"),
+        ("DELETE", "/b", b"", "1.1"),
+        ("GET", "/c", b"", "1.0"),
+        ("PURGE", "/d", b"y", "1.1"),
+        ("GET", "/", b"", "1.1"),
+    ]
+
+
+def test_scope_server_is_the_listening_socket_of_the_connection(loop):
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope["server"])
+        await echo_app(scope, receive, send)
+
+    async def main():
+        socks = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+        ports = [s.getsockname()[1] for s in socks]
+        async with serving(app, sockets=socks):
+            for port in (ports[0], ports[1], ports[0], ports[1]):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(GET)
+                assert (await read_response(reader)).status == 200
+                writer.close()
+        return ports
+
+    a, b = run(loop, main())
+    assert seen == [("127.0.0.1", a), ("127.0.0.1", b), ("127.0.0.1", a), ("127.0.0.1", b)]
+
+
 def test_keep_alive_and_pipelining_in_order(loop):
     async def app(scope, receive, send):
         # the first request finishes last if requests ran concurrently
@@ -875,6 +932,58 @@ def test_invalid_response_header_is_refused(loop):
 
     resp, _ = run(loop, main())
     assert resp.status == 500 and errors
+
+
+@pytest.mark.parametrize("headers", [
+    [[b"x-a", b"1"], [b"x-b", b"2"]],           # lists, as the spec writes them
+    [(b"x-a", b"1"), (b"x-b", b"2")],
+    ((b"x-a", b"1"), [b"x-b", b"2"]),           # a tuple of mixed pairs
+    "generator",
+    "iterators",                                # pairs that are any iterable of two
+], ids=["lists", "tuples", "tuple-of-mixed", "generator", "iterators"])
+def test_response_header_pairs_of_any_shape(loop, headers):
+    async def app(scope, receive, send):
+        # Made here: a generator or an iterator serves one run only.
+        if headers == "generator":
+            fields = ((n, v) for n, v in [(b"x-a", b"1"), (b"x-b", b"2")])
+        elif headers == "iterators":
+            fields = [iter((b"x-a", b"1")), iter((b"x-b", b"2"))]
+        else:
+            fields = headers
+        await send({"type": "http.response.start", "status": 200, "headers": fields})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def main():
+        async with serving(app) as server:
+            return await request(server, GET)
+
+    resp, _ = run(loop, main())
+    assert resp.status == 200 and resp.header("x-a") == "1" and resp.header("x-b") == "2"
+
+
+@pytest.mark.parametrize("pair, error", [
+    ([b"x-a", b"1", b"2"], ValueError),
+    ((b"x-a",), ValueError),
+    (b"x-a", ValueError),
+    (7, TypeError),
+    ([b"x-a", "1"], TypeError),
+], ids=["three", "one", "bytes", "int", "str-value"])
+def test_malformed_response_header_pair_is_refused(loop, pair, error):
+    errors = []
+
+    async def app(scope, receive, send):
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": [pair]})
+        except Exception as e:
+            errors.append(e)
+            raise
+
+    async def main():
+        async with serving(app) as server:
+            return await request(server, GET)
+
+    resp, _ = run(loop, main())
+    assert resp.status == 500 and len(errors) == 1 and type(errors[0]) is error
 
 
 def test_graceful_shutdown_finishes_in_flight_request(loop):

@@ -4,10 +4,10 @@
 use super::conn::Act;
 use super::protocol::HttpProtocol;
 use crate::clock::coarse_monotonic;
-use crate::pyutil::{is_exit, vectorcall_kw};
+use crate::pyutil::is_exit;
 use crate::transport::stream::{Held, Hold, StreamCore};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes};
+use pyo3::types::PyBytes;
 use pyo3::intern;
 use std::sync::atomic::Ordering;
 
@@ -173,8 +173,7 @@ fn start_one(slf: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64, eager: b
         let queue_busy = || state.core.as_ref().is_some_and(|c| c.get().callbacks_waiting(py));
         match &state.eager_task {
             Some(task_type) if eager && !queue_busy() && !state.in_eager.swap(true, Ordering::Relaxed) => {
-                let eager_start = PyBool::new(py, true);
-                let task = vectorcall_kw(py, task_type, &[&coro, state.lp.bind(py), eager_start.as_any()], &state.kw_eager);
+                let task = task_type.bind(py).call((&coro,), Some(state.kw_eager.bind(py)));
                 state.in_eager.store(false, Ordering::Relaxed);
                 task
             }

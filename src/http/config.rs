@@ -9,7 +9,7 @@ use crate::event_loop::LoopCore;
 use crate::sync::GilCell;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PySet, PyString, PyTuple};
+use pyo3::types::{PyDict, PySet, PyString};
 use pyo3::{PyTraverseError, PyVisit};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -48,8 +48,10 @@ pub struct HttpServerState {
     /// without a trip through the ready queue. (The loop must be given: an eager start
     /// asks it whether it runs.)
     pub eager_task: Option<Py<PyAny>>,
-    /// `("loop", "eager_start")`: the keyword names of that call.
-    pub kw_eager: Py<PyTuple>,
+    /// `{"loop": loop, "eager_start": True}`: the keywords of that call, built once (the
+    /// Task type has no vectorcall, so keywords given by name would become a new dict per
+    /// request).
+    pub kw_eager: Py<PyDict>,
     /// An eager task is running its first step: a request it completes and that starts the
     /// next pipelined one waits in `chained` until the step returns (no nesting, however
     /// long the pipeline).
@@ -66,10 +68,15 @@ pub struct HttpServerState {
     pub pathsend: Py<PyAny>,
     pub lifespan_state: Option<Py<PyDict>>,
     /// Every request's scope starts as a copy of this dict: the constant values (`type`,
-    /// `asgi`, `root_path`, `extensions`) set, every other key present with a placeholder.
+    /// `asgi`, `root_path`, `extensions`) set, the usual ones (`http_version` 1.1, `scheme`
+    /// http, `server` the shared address, `method` GET, an empty `query_string`) too, every
+    /// other key present with a placeholder.
     /// Copying a dict of that shape is one allocation and a memcpy; building it key by key
-    /// costs several resizes.
+    /// costs several resizes, and each key set costs a lookup.
     pub scope_template: Py<PyDict>,
+    /// The `server` address in the template: the first connection's. The connections to the
+    /// same address keep this one object (see `share_server`).
+    pub shared_server: GilCell<Option<Py<PyAny>>>,
     /// `root_path` as bytes, and percent-encoded: the prefixes of every request's `path`
     /// and `raw_path`.
     pub root_path: Vec<u8>,
@@ -157,19 +164,26 @@ impl HttpServerState {
                 "asgi" => asgi_info.clone().into_any(),
                 "root_path" => PyString::new(py, root_path).into_any(),
                 "extensions" => extensions.clone().into_any(),
+                "http_version" => PyString::intern(py, "1.1").into_any(),
+                "scheme" => PyString::intern(py, "http").into_any(),
+                "method" => PyString::intern(py, "GET").into_any(),
+                "query_string" => pyo3::types::PyBytes::new(py, b"").into_any(),
                 "state" if lifespan_state.is_none() => continue,
                 _ => py.None().into_bound(py),
             };
             scope_template.set_item(PyString::intern(py, key), value)?;
         }
         let create_task = loop_.bind(py).getattr("create_task")?.unbind();
+        let kw_eager = PyDict::new(py);
+        kw_eager.set_item(PyString::intern(py, "loop"), &loop_)?;
+        kw_eager.set_item(PyString::intern(py, "eager_start"), true)?;
         let core = loop_.bind(py).cast::<LoopCore>().ok().map(|c| c.clone().unbind());
         Ok(HttpServerState {
             app,
             lp: loop_,
             create_task,
             eager_task,
-            kw_eager: PyTuple::new(py, [PyString::intern(py, "loop"), PyString::intern(py, "eager_start")])?.unbind(),
+            kw_eager: kw_eager.unbind(),
             in_eager: AtomicBool::new(false),
             chained: GilCell::new(VecDeque::new()),
             core,
@@ -178,6 +192,7 @@ impl HttpServerState {
             pathsend,
             lifespan_state,
             scope_template: scope_template.unbind(),
+            shared_server: GilCell::new(None),
             root_path: root_path.as_bytes().to_vec(),
             root_path_raw: percent_encode_path(root_path.as_bytes()),
             connections: PySet::empty(py)?.unbind(),
@@ -232,6 +247,8 @@ impl HttpServerState {
         visit.call(&self.pathsend)?;
         visit.call(&self.lifespan_state)?;
         visit.call(&self.connections)?;
+        visit.call(&self.kw_eager)?;
+        visit.call(&self.scope_template)?;
         // SAFETY: the cyclic GC runs with the GIL held.
         let py = unsafe { Python::assume_attached() };
         if let Some(chained) = self.chained.try_lock(py) {
@@ -241,5 +258,31 @@ impl HttpServerState {
             }
         }
         Ok(())
+    }
+}
+
+impl HttpServerState {
+    /// How a connection keeps its `server` address: as the template's object when it is the
+    /// same address (the first connection's address becomes the template's).
+    pub fn share_server(&self, py: Python<'_>, server: Option<Py<PyAny>>) -> PyResult<Option<Py<PyAny>>> {
+        let Some(server) = server else { return Ok(None) };
+        let mut shared = self.shared_server.lock(py)?;
+        match shared.as_ref() {
+            Some(s) if s.bind(py).eq(server.bind(py))? => Ok(Some(s.clone_ref(py))),
+            Some(_) => Ok(Some(server)),
+            None => {
+                self.scope_template.bind(py).set_item(pyo3::intern!(py, "server"), &server)?;
+                *shared = Some(server.clone_ref(py));
+                Ok(Some(server))
+            }
+        }
+    }
+
+    /// Whether a scope copied from the template has `server` right already.
+    pub fn is_shared_server(&self, py: Python<'_>, server: Option<&Py<PyAny>>) -> bool {
+        match (server, self.shared_server.try_lock(py)) {
+            (Some(a), Some(shared)) => shared.as_ref().is_some_and(|s| s.is(a)),
+            _ => false,
+        }
     }
 }

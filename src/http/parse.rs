@@ -129,9 +129,21 @@ pub fn find_head_end(buf: &[u8], limits: &Limits) -> Result<Option<usize>, Rejec
 }
 
 pub fn is_tchar(b: u8) -> bool {
-    matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
-        || b.is_ascii_alphanumeric()
+    TCHAR[b as usize]
 }
+
+/// RFC 9110 §5.6.2's tchar, as a table: every byte of every header name is checked.
+static TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric()
+            || matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~');
+        i += 1;
+    }
+    table
+};
 
 /// field-value bytes: HTAB, SP, VCHAR and obs-text; no other control byte (NUL, BEL, DEL…).
 pub fn is_value_byte(b: u8) -> bool {

@@ -338,6 +338,7 @@ impl HttpProtocol {
                 server = Some(PyTuple::new(py, [name, py.None().into_bound(py)])?.into_any().unbind());
             }
         }
+        let server = state.share_server(py, server)?;
         let https = !extra("sslcontext")?.is_none();
         let write = transport.getattr(intern!(py, "write"))?.unbind();
         let core = match transport.getattr_opt(intern!(py, "_core"))? {

@@ -94,6 +94,7 @@ pub fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) -> bool {
     if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) || !value.iter().all(|&b| is_value_byte(b)) {
         return false;
     }
+    out.reserve(name.len() + value.len() + 4);
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);

@@ -6,7 +6,7 @@ use super::super::response::{http_date, push_header, push_status_line};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 /// What a `send` message asks for, read before the connection's lock is taken (reading it
 /// may run Python code).
@@ -30,13 +30,44 @@ pub(super) fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> P
     }
 }
 
+/// One header of the app's `headers`: the spec has them as `[name, value]`, and apps give
+/// lists as often as tuples (uvicorn's own example does), or any other pair.
+fn header_pair<'py>(item: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let wrong = || PyValueError::new_err("each header must be a pair [name, value]");
+    if let Ok(t) = item.cast::<PyTuple>() {
+        return if t.len() == 2 { Ok((t.get_item(0)?, t.get_item(1)?)) } else { Err(wrong()) };
+    }
+    if let Ok(l) = item.cast::<PyList>() {
+        return if l.len() == 2 { Ok((l.get_item(0)?, l.get_item(1)?)) } else { Err(wrong()) };
+    }
+    if item.is_instance_of::<PyBytes>() || item.is_instance_of::<PyString>() {
+        return Err(wrong());
+    }
+    let mut it = item.try_iter().map_err(|_| PyTypeError::new_err("each header must be a pair [name, value]"))?;
+    let mut next = || it.next().transpose();
+    match (next()?, next()?, next()?) {
+        (Some(n), Some(v), None) => Ok((n, v)),
+        _ => Err(wrong()),
+    }
+}
+
 /// Check and write the app's header fields; `each` sees every one and says whether it is
 /// sent.
 fn header_fields(py: Python<'_>, headers: Option<Bound<'_, PyAny>>, out: &mut Vec<u8>, mut each: impl FnMut(&[u8], &[u8]) -> bool) -> PyResult<()> {
     let Some(headers) = headers else { return Ok(()) };
-    for item in headers.try_iter()? {
-        let item = item?;
-        let (name, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+    // A list (nearly always) is read by index, without an iterator object per response.
+    let list = headers.cast::<PyList>().ok();
+    let mut iter = if list.is_none() { Some(headers.try_iter()?) } else { None };
+    for index in 0.. {
+        let item = match (&list, iter.as_mut()) {
+            (Some(list), _) if index < list.len() => list.get_item(index)?,
+            (None, Some(it)) => match it.next() {
+                Some(item) => item?,
+                None => break,
+            },
+            _ => break,
+        };
+        let (name, value) = header_pair(&item)?;
         let name = name.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("header names must be bytes"))?;
         let value = value.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("header values must be bytes"))?;
         let (n, v) = (name.as_bytes(), value.as_bytes());

@@ -126,11 +126,11 @@ impl Send {
 /// The app's task is done: take its outcome (which also marks an exception as retrieved).
 pub fn task_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, task: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = proto.py();
-    let exc = if task.call_method0(intern!(py, "cancelled"))?.is_truthy()? {
-        None
-    } else {
-        let e = task.call_method0(intern!(py, "exception"))?;
-        (!e.is_none()).then(|| e.unbind())
+    // `exception()` of a cancelled task raises CancelledError: one call either way.
+    let exc = match task.call_method0(intern!(py, "exception")) {
+        Ok(e) => (!e.is_none()).then(|| e.unbind()),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::asyncio::CancelledError>(py) => None,
+        Err(e) => return Err(e),
     };
     app_finished(proto, gen, exc)
 }

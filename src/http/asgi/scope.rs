@@ -105,16 +105,25 @@ pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Hea
     let scope = scope.cast_into::<PyDict>().map_err(|_| Reject::BadRequest("scope"))?;
     let none = || py.None();
     let set = |k: &Bound<'_, PyString>, v: Bound<'_, PyAny>| scope.set_item(k, v).map_err(fail);
-    let version = if head.minor == 1 { intern!(py, "1.1") } else { intern!(py, "1.0") };
-    set(intern!(py, "http_version"), version.clone().into_any())?;
-    set(intern!(py, "server"), c.server.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
+    // The template has HTTP/1.1, http, the shared server address, GET and no query.
+    if head.minor != 1 {
+        set(intern!(py, "http_version"), intern!(py, "1.0").clone().into_any())?;
+    }
+    if !state.is_shared_server(py, c.server.as_ref()) {
+        set(intern!(py, "server"), c.server.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
+    }
     set(intern!(py, "client"), c.client.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
-    let scheme = if c.https { intern!(py, "https") } else { intern!(py, "http") };
-    set(intern!(py, "scheme"), scheme.clone().into_any())?;
-    set(intern!(py, "method"), method_str(py, method).into_any())?;
+    if c.https {
+        set(intern!(py, "scheme"), intern!(py, "https").clone().into_any())?;
+    }
+    if method != b"GET" {
+        set(intern!(py, "method"), method_str(py, method).into_any())?;
+    }
     set(intern!(py, "path"), PyString::new(py, &String::from_utf8_lossy(&path)).into_any())?;
     set(intern!(py, "raw_path"), PyBytes::new(py, raw_path).into_any())?;
-    set(intern!(py, "query_string"), PyBytes::new(py, query).into_any())?;
+    if !query.is_empty() {
+        set(intern!(py, "query_string"), PyBytes::new(py, query).into_any())?;
+    }
     set(intern!(py, "headers"), headers.into_any())?;
     if let Some(ls) = &state.lifespan_state {
         set(intern!(py, "state"), ls.bind(py).copy().map_err(fail)?.into_any())?;
