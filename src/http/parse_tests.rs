@@ -151,3 +151,102 @@ fn chunked_invalid() {
     assert_eq!(decode(&[b"fffffffffffffffffff\r\n"]).unwrap_err(), Reject::PayloadTooLarge);
     assert_eq!(decode(&[b"3e9\r\n"]).unwrap_err(), Reject::PayloadTooLarge);
 }
+
+/// The verdict on a head that arrives in pieces ending at `cuts`, as the protocol reaches it:
+/// `find_head_end` on all that has arrived after each piece, `parse_head` once it is
+/// complete. Ok(head length), Err(status), or Ok(0) while still incomplete.
+fn head_verdict(raw: &[u8], cuts: impl IntoIterator<Item = usize>) -> Result<usize, u16> {
+    for cut in cuts.into_iter().chain([raw.len()]) {
+        match find_head_end(&raw[..cut], &LIMITS) {
+            Err(e) => return Err(e.status()),
+            Ok(Some(end)) => return parse_head(&raw[..cut], end, &LIMITS).map(|h| h.len).map_err(|e| e.status()),
+            Ok(None) => {}
+        }
+    }
+    Ok(0)
+}
+
+/// Heads valid and invalid, with and without what follows them.
+const HEADS: &[&[u8]] = &[
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /a?b HTTP/1.1\r\nHost: x\r\nX-A:  1 \r\n\r\nrest",
+    b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+    b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    b"GET / HTTP/1.0\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\nd: 1\r\ne: 1\r\n\r\n",
+    b"GET / HTTP/1.1\nHost: x\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: x\rY: 1\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: x\r\n\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n folded\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX : 1\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x07b\r\n\r\n",
+    b"GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"G(T / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+    b"\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+];
+
+#[test]
+fn head_verdict_does_not_depend_on_how_it_arrives() {
+    let mut long_line = b"GET /".to_vec();
+    long_line.extend_from_slice(&[b'a'; 150]);
+    long_line.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut big_field = b"GET / HTTP/1.1\r\nHost: x\r\nX: ".to_vec();
+    big_field.extend_from_slice(&[b'v'; 300]);
+    big_field.extend_from_slice(b"\r\n\r\n");
+    let extra = [long_line, big_field];
+    for raw in HEADS.iter().copied().chain(extra.iter().map(Vec::as_slice)) {
+        let whole = head_verdict(raw, []);
+        let name = String::from_utf8_lossy(raw);
+        assert_ne!(whole, Ok(0), "{name:?} is complete");
+        assert_eq!(head_verdict(raw, 1..raw.len()), whole, "byte by byte: {name:?}");
+        for cut in 1..raw.len() {
+            assert_eq!(head_verdict(raw, [cut]), whole, "cut at {cut}: {name:?}");
+        }
+    }
+}
+
+#[test]
+fn chunked_body_does_not_depend_on_how_it_arrives() {
+    let bodies: &[&[u8]] = &[
+        b"5\r\nhello\r\n6;a=b\r\n world\r\n0\r\nX-T: 1\r\n\r\nGET",
+        b"a\r\n0123456789\r\nA ; x\r\n0123456789\r\n0\r\n\r\n",
+        b"1\r\nx\r\n0\r\n\r\n",
+        b"0\r\n\r\n",
+        b"5\r\nhello0\r\n\r\n",
+        b"5\r\nhello\n0\r\n\r\n",
+        b"0\r\nHost: evil\r\n\r\n",
+        b"3e9\r\n",
+        b"5\rhello\r\n0\r\n\r\n",
+    ];
+    let run = |raw: &[u8], cuts: &[usize]| -> Result<(Vec<u8>, usize), u16> {
+        let mut d = ChunkedDecoder::new(1000);
+        let (mut out, mut pending, mut from) = (Vec::new(), Vec::new(), 0);
+        for &cut in cuts.iter().chain([raw.len()].iter()) {
+            pending.extend_from_slice(&raw[from..cut]);
+            from = cut;
+            let n = d.feed(&pending, &mut out).map_err(|e| e.status())?;
+            pending.drain(..n);
+            if d.is_done() {
+                pending.extend_from_slice(&raw[from..]);
+                return Ok((out, pending.len()));
+            }
+        }
+        Ok((out, usize::MAX)) // not done
+    };
+    for raw in bodies {
+        let whole = run(raw, &[]);
+        let name = String::from_utf8_lossy(raw);
+        let bytes: Vec<usize> = (1..raw.len()).collect();
+        assert_eq!(run(raw, &bytes), whole, "byte by byte: {name:?}");
+        for cut in 1..raw.len() {
+            assert_eq!(run(raw, &[cut]), whole, "cut at {cut}: {name:?}");
+        }
+    }
+}
