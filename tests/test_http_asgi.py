@@ -916,24 +916,6 @@ def test_trailers(loop):
     assert resp.body == b"data" and resp.trailers == [("x-checksum", "abc")] and not was_closed
 
 
-def test_invalid_response_header_is_refused(loop):
-    errors = []
-
-    async def app(scope, receive, send):
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"x", b"a\r\nInjected: 1")]})
-        except ValueError as e:
-            errors.append(e)
-            raise
-
-    async def main():
-        async with serving(app) as server:
-            return await request(server, GET)
-
-    resp, _ = run(loop, main())
-    assert resp.status == 500 and errors
-
-
 @pytest.mark.parametrize("headers", [
     [[b"x-a", b"1"], [b"x-b", b"2"]],           # lists, as the spec writes them
     [(b"x-a", b"1"), (b"x-b", b"2")],
@@ -962,13 +944,14 @@ def test_response_header_pairs_of_any_shape(loop, headers):
 
 
 @pytest.mark.parametrize("pair, error", [
+    ((b"x", b"a\r\nInjected: 1"), ValueError),  # would split the head
     ([b"x-a", b"1", b"2"], ValueError),
     ((b"x-a",), ValueError),
     (b"x-a", ValueError),
     (7, TypeError),
     ([b"x-a", "1"], TypeError),
-], ids=["three", "one", "bytes", "int", "str-value"])
-def test_malformed_response_header_pair_is_refused(loop, pair, error):
+], ids=["injection", "three", "one", "bytes", "int", "str-value"])
+def test_malformed_response_header_is_refused(loop, pair, error):
     errors = []
 
     async def app(scope, receive, send):
