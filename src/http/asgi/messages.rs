@@ -33,7 +33,8 @@ pub(super) fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> P
 /// One header of the app's `headers`: the spec has them as `[name, value]`, and apps give
 /// lists as often as tuples (uvicorn's own example does), or any other pair.
 fn header_pair<'py>(item: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let wrong = || PyValueError::new_err("each header must be a pair [name, value]");
+    const NOT_A_PAIR: &str = "each header must be a pair [name, value]";
+    let wrong = || PyValueError::new_err(NOT_A_PAIR);
     if let Ok(t) = item.cast::<PyTuple>() {
         return if t.len() == 2 { Ok((t.get_item(0)?, t.get_item(1)?)) } else { Err(wrong()) };
     }
@@ -43,7 +44,7 @@ fn header_pair<'py>(item: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Bo
     if item.is_instance_of::<PyBytes>() || item.is_instance_of::<PyString>() {
         return Err(wrong());
     }
-    let mut it = item.try_iter().map_err(|_| PyTypeError::new_err("each header must be a pair [name, value]"))?;
+    let mut it = item.try_iter().map_err(|_| PyTypeError::new_err(NOT_A_PAIR))?;
     let mut next = || it.next().transpose();
     match (next()?, next()?, next()?) {
         (Some(n), Some(v), None) => Ok((n, v)),
