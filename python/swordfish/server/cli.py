@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from .config import BOUNDS, LOG_LEVELS, Config, out_of_bounds
+from .config import BOUNDS, CERT_REQS, LOG_LEVELS, Config, out_of_bounds
 from .server import run
 
 
@@ -69,7 +69,19 @@ OPTIONS = [
      "add a random 0..N to --max-requests, per worker"),
     ("server-header", bool, True, "send 'server: swordfish'"),
     ("date-header", bool, True, "send 'date'"),
+    ("ssl-certfile", str, None, "serve HTTPS with this certificate chain (PEM; may hold the key too)"),
+    ("ssl-keyfile", str, None, "the certificate's private key (PEM)"),
+    ("ssl-keyfile-password", str, None,
+     "the private key's password (better given as SWORDFISH_SSL_KEYFILE_PASSWORD: "
+     "an option is visible in the process list)"),
+    ("ssl-ca-certs", str, None, "CA certificates (PEM) that client certificates are verified with"),
+    ("ssl-cert-reqs", list(CERT_REQS), "none",
+     "client certificates: not asked for, verified if sent (optional), or required"),
+    ("ssl-ciphers", str, None, "OpenSSL cipher list (default: the ssl module's)"),
 ]
+# Options a supervisor hands its workers in their environment rather than on their
+# command line, where every user of the machine could read them.
+SECRET = {"ssl-keyfile-password"}
 
 
 def _var(name):
@@ -126,6 +138,7 @@ def build_parser():
                        help=argparse.SUPPRESS)  # set by the supervisor for its workers
     if bad:
         serve.error("; ".join(bad))
+    parser.serve = serve  # for errors about the options of serve
     return parser
 
 
@@ -137,6 +150,8 @@ def worker_argv(config):
     argv = ["serve", config.app]
     for name, kind, _, _ in OPTIONS:
         value = getattr(config, name.replace("-", "_"))
+        if name in SECRET:
+            continue  # see worker_env
         if kind is bool:
             argv.append(f"--{name}" if value else f"--no-{name}")
         elif isinstance(value, (list, tuple)):  # forwarded_allow_ips as a list
@@ -150,12 +165,28 @@ def worker_argv(config):
     return argv
 
 
+def worker_env(config):
+    """The SWORDFISH_* variables of the secret options of config (see SECRET), for the
+    environment of the supervisor's workers."""
+    env = {}
+    for name in SECRET:
+        value = getattr(config, name.replace("-", "_"))
+        if value is not None:
+            env[_var(name)] = str(value)
+    return env
+
+
 def main(argv=None):
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     options = vars(args)
     options.pop("command")
     notify_fd = options.pop("worker_notify_fd")
-    return start(Config(options.pop("app"), **options), notify_fd)
+    try:
+        config = Config(options.pop("app"), **options)
+    except ValueError as exc:  # options that do not go together
+        parser.serve.error(str(exc))
+    return start(config, notify_fd)
 
 
 def start(config, notify_fd=None):
@@ -175,6 +206,11 @@ def start(config, notify_fd=None):
             config.load_app()
     except Exception as exc:  # a clear line, not a traceback, for a wrong APP
         print(f"swordfish: cannot load {config.app!r}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        config.ssl_context()  # before any worker starts: a wrong certificate stops here
+    except OSError as exc:
+        print(f"swordfish: cannot load the TLS certificate {config.ssl_certfile!r}: {exc}", file=sys.stderr)
         return 2
     if config.workers > 1:
         return supervisor.run()

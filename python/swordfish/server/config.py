@@ -3,10 +3,13 @@
 import dataclasses
 import importlib
 import os
+import ssl
 import sys
 
 
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
+# --ssl-cert-reqs: whether clients are asked for a certificate, and must present one.
+CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 # The numeric settings' bounds: (least, most or None, whether the least itself is allowed).
 # The CLI checks its options against the same table.
@@ -70,6 +73,12 @@ class Config:
     max_requests: int | None = None
     max_requests_jitter: int = 0
     workers: int = 1
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_keyfile_password: str | None = None
+    ssl_ca_certs: str | None = None
+    ssl_cert_reqs: str = "none"  # none | optional | required
+    ssl_ciphers: str | None = None
     _loaded: object = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -85,6 +94,16 @@ class Config:
             why = None if value is None else out_of_bounds(name, value)
             if why:
                 raise ValueError(f"{name} {why}")
+        if self.ssl_cert_reqs not in CERT_REQS:
+            raise ValueError(f"ssl_cert_reqs must be one of {', '.join(CERT_REQS)}, not {self.ssl_cert_reqs!r}")
+        if self.ssl_certfile is None:
+            for name in ("ssl_keyfile", "ssl_keyfile_password", "ssl_ca_certs", "ssl_ciphers"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} needs ssl_certfile (HTTPS)")
+            if self.ssl_cert_reqs != "none":
+                raise ValueError("ssl_cert_reqs needs ssl_certfile (HTTPS)")
+        elif self.ssl_cert_reqs != "none" and self.ssl_ca_certs is None:
+            raise ValueError(f"ssl_cert_reqs {self.ssl_cert_reqs!r} needs ssl_ca_certs to verify client certificates with")
         if self.timeout_graceful_shutdown == float("inf"):
             self.timeout_graceful_shutdown = None  # no limit (the CLI's spelling is 'inf')
 
@@ -115,6 +134,22 @@ class Config:
         if not callable(app):
             raise ValueError(f"the ASGI app must be callable, got {app!r}")
         return app
+
+    def ssl_context(self):
+        """The server's TLS context (None: plain HTTP). Raises OSError (ssl.SSLError,
+        FileNotFoundError, ...) for a certificate or key that cannot be loaded."""
+        if self.ssl_certfile is None:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_keyfile_password)
+        if self.ssl_ca_certs is not None:
+            ctx.load_verify_locations(self.ssl_ca_certs)
+        ctx.verify_mode = CERT_REQS[self.ssl_cert_reqs]
+        if self.ssl_ciphers is not None:
+            ctx.set_ciphers(self.ssl_ciphers)
+        # HTTP/1.1 only: a client offering h2 and http/1.1 in ALPN is told which one it gets.
+        ctx.set_alpn_protocols(["http/1.1"])
+        return ctx
 
     def default_headers(self):
         pairs = []

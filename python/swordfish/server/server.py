@@ -128,7 +128,7 @@ class Server:
                 eager_task=_eager_task(loop),
             )
             try:
-                await self._listen(loop, lambda: _native.HttpProtocol(state), sockets)
+                await self._listen(loop, lambda: _native.HttpProtocol(state), sockets, config.ssl_context())
             except OSError as exc:
                 logger.error("%s", exc)
                 self.exit_code = 1
@@ -149,9 +149,12 @@ class Server:
             await self._shutdown_connections()
             await lifespan.shutdown()
 
-    async def _listen(self, loop, factory, sockets):
+    async def _listen(self, loop, factory, sockets, sslcontext):
         config = self.config
         kw = {"backlog": config.backlog}
+        if sslcontext is not None:
+            # The header-read timeout starts at accept: with TLS, the handshake is its start.
+            kw.update(ssl=sslcontext, ssl_handshake_timeout=config.timeout_header_read)
         if sockets:
             for sock in sockets:
                 self._servers.append(await loop.create_server(factory, sock=sock, **kw))
@@ -166,12 +169,13 @@ class Server:
         self.sockets = [s for server in self._servers for s in server.sockets]
 
     def _log_listening(self):
+        scheme = "http" if self.config.ssl_certfile is None else "https"
         for sock in self.sockets:
             name = sock.getsockname()
             if isinstance(name, tuple):
                 host, port = name[:2]
                 host = f"[{host}]" if ":" in host else host
-                logger.info("swordfish serving on http://%s:%d (pid %d)", host, port, os.getpid())
+                logger.info("swordfish serving on %s://%s:%d (pid %d)", scheme, host, port, os.getpid())
             else:
                 logger.info("swordfish serving on unix:%s (pid %d)", name, os.getpid())
 

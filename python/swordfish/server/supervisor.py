@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from .cli import worker_argv
+from .cli import worker_argv, worker_env
 
 logger = logging.getLogger("swordfish.error")
 
@@ -180,7 +180,9 @@ class Supervisor:
         rfd, wfd = os.pipe()
         cmd = [sys.executable, "-m", "swordfish", *self.argv,
                "--fd", str(self.sock.fileno()), "--workers", "1", "--worker-notify-fd", str(wfd)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}  # argv says it all
+        # argv says it all, but for the secrets (worker_env), which stay out of the process list.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
+        env.update(worker_env(self.config))
         try:
             proc = subprocess.Popen(cmd, env=env, pass_fds=(self.sock.fileno(), wfd), preexec_fn=self.preexec)
         finally:
