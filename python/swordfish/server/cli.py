@@ -77,8 +77,21 @@ OPTIONS = [
     ("ssl-ca-certs", str, None, "CA certificates (PEM) that client certificates are verified with"),
     ("ssl-cert-reqs", list(CERT_REQS), "none",
      "client certificates: not asked for, verified if sent (optional), or required"),
-    ("ssl-ciphers", str, None, "OpenSSL cipher list (default: the ssl module's)"),
+    ("ssl-ciphers", str, None, "OpenSSL cipher list (None: the ssl module's)"),
+    ("reload", bool, False,
+     "restart the workers when a watched file changes (development); a worker that fails to "
+     "start leaves the running ones serving until the next change"),
+    ("reload-delay", float, 0.25, "seconds between two looks at the watched files"),
 ]
+# Repeatable options: (option, destination, help); from the environment as a ';'-separated list.
+LISTS = [
+    ("header", "headers", "a default response header 'name: value'"),
+    ("reload-dir", "reload_dirs", "a directory to watch for --reload (none given: the --app-dir)"),
+    ("reload-include", "reload_includes", "a file name pattern to watch for --reload (none given: *.py)"),
+    ("reload-exclude", "reload_excludes", "a file or directory name pattern --reload ignores, besides hidden ones"),
+]
+# Options of the supervisor alone: its workers never get them.
+SUPERVISOR_ONLY = {"reload", "reload-delay"}
 # Options a supervisor hands its workers in their environment rather than on their
 # command line, where every user of the machine could read them.
 SECRET = {"ssl-keyfile-password"}
@@ -131,9 +144,9 @@ def build_parser():
             serve.add_argument(f"--{name}", dest=dest, choices=kind, default=default, help=text)
         else:
             serve.add_argument(f"--{name}", dest=dest, type=kind, default=default, help=text)
-    serve.add_argument("--header", dest="headers", action="append",
-                       default=[h for h in (_env("header") or "").split(";") if h],
-                       help="a default response header 'name: value' (repeatable)")
+    for name, dest, text in LISTS:
+        serve.add_argument(f"--{name}", dest=dest, action="append",
+                           default=[v for v in (_env(name) or "").split(";") if v], help=f"{text}; repeatable")
     serve.add_argument("--worker-notify-fd", dest="worker_notify_fd", type=int, default=None,
                        help=argparse.SUPPRESS)  # set by the supervisor for its workers
     if bad:
@@ -146,12 +159,12 @@ def worker_argv(config):
     """The `serve APP --option=value ...` command line of config, every option explicit: what
     the supervisor's workers run (with SWORDFISH_* variables removed from their environment)."""
     if not isinstance(config.app, str):
-        raise ValueError("workers > 1 need the app as 'module:attribute' (each worker imports it)")
+        raise ValueError("workers > 1 and reload need the app as 'module:attribute' (each worker imports it)")
     argv = ["serve", config.app]
     for name, kind, _, _ in OPTIONS:
         value = getattr(config, name.replace("-", "_"))
-        if name in SECRET:
-            continue  # see worker_env
+        if name in SECRET or name in SUPERVISOR_ONLY:
+            continue  # SECRET: see worker_env
         if kind is bool:
             argv.append(f"--{name}" if value else f"--no-{name}")
         elif isinstance(value, (list, tuple)):  # forwarded_allow_ips as a list
@@ -162,7 +175,7 @@ def worker_argv(config):
             argv.append(f"--{name}=inf")  # None: no limit
     for name, value in config.default_headers():
         argv.append(f"--header={name.decode('latin-1')}: {value.decode('latin-1')}")
-    return argv
+    return argv  # the --reload-* lists are the supervisor's too
 
 
 def worker_env(config):
@@ -190,15 +203,16 @@ def main(argv=None):
 
 
 def start(config, notify_fd=None):
-    """Run config as `swordfish serve` does: a supervisor and its workers for workers > 1, this
-    process otherwise; the exit code."""
+    """Run config as `swordfish serve` does: a supervisor and its workers for workers > 1 or
+    reload, this process otherwise; the exit code."""
     level = config.log_level.upper()
     logging.basicConfig(level=level, format="%(levelname)s %(message)s")
     logging.getLogger("swordfish").setLevel(level)  # also when logging was configured before
+    supervised = config.workers > 1 or config.reload
     try:
-        if config.workers > 1:
+        if supervised:
             # The supervisor does not import the app: each worker does (a worker that
-            # cannot exits with 2 and the supervisor with it).
+            # cannot exits with 2 and the supervisor with it, unless it reloads).
             from .supervisor import Supervisor
 
             supervisor = Supervisor(config)
@@ -212,6 +226,6 @@ def start(config, notify_fd=None):
     except OSError as exc:
         print(f"swordfish: cannot load the TLS certificate {config.ssl_certfile!r}: {exc}", file=sys.stderr)
         return 2
-    if config.workers > 1:
+    if supervised:
         return supervisor.run()
     return run(config, notify_fd)

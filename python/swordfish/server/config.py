@@ -28,6 +28,7 @@ BOUNDS = {
     "timeout_graceful_shutdown": (0, None, True),
     "max_requests": (1, None, True),
     "max_requests_jitter": (0, None, True),
+    "reload_delay": (0, None, False),
 }
 
 
@@ -79,6 +80,11 @@ class Config:
     ssl_ca_certs: str | None = None
     ssl_cert_reqs: str = "none"  # none | optional | required
     ssl_ciphers: str | None = None
+    reload: bool = False
+    reload_dirs: list = dataclasses.field(default_factory=list)  # default: app_dir, or "."
+    reload_includes: list = dataclasses.field(default_factory=list)  # default: *.py
+    reload_excludes: list = dataclasses.field(default_factory=list)
+    reload_delay: float = 0.25
     _loaded: object = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):

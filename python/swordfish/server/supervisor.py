@@ -24,6 +24,10 @@ and `M` once it has served `--max-requests`.
   connections itself then); a worker still alive `KILL_MARGIN` seconds after that (a
   blocked loop, a slow lifespan shutdown) is killed.
   A second SIGTERM/SIGINT kills the workers at once.
+- `--reload` (also with one worker): when a watched file changes (see reload.py), every
+  serving worker is replaced as at `M`, so the port never stops answering. A worker that
+  exits before it listens (the change broke the app) stops nothing: the workers it was to
+  replace go on serving the code they loaded, and the next change tries again.
 """
 
 import logging
@@ -37,6 +41,7 @@ import sys
 import time
 
 from .cli import worker_argv, worker_env
+from .reload import FileWatch
 
 logger = logging.getLogger("swordfish.error")
 
@@ -110,6 +115,11 @@ class Supervisor:
         self.sock = None
         self.sel = None
         self.preexec = _parent_death_signal() if sys.platform.startswith("linux") else None
+        self.watch = None
+        self.next_look = None  # when the watched files are looked at next (--reload)
+        if config.reload:
+            dirs = config.reload_dirs or [config.app_dir or "."]
+            self.watch = FileWatch(dirs, config.reload_includes, config.reload_excludes)
 
     def run(self):
         config = self.config
@@ -122,6 +132,9 @@ class Supervisor:
         name = self.sock.getsockname()
         where = f"unix:{name}" if isinstance(name, str) else f"{name[0]}:{name[1]}"
         logger.info("swordfish supervisor (pid %d): %d workers on %s", os.getpid(), config.workers, where)
+        if self.watch is not None:
+            logger.info("watching %s for changes (%d files)", ", ".join(self.watch.dirs), len(self.watch.files))
+            self.next_look = time.monotonic() + config.reload_delay
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -156,6 +169,8 @@ class Supervisor:
 
     def _step(self, wake_r):
         deadlines = [w.kill_at for w in self.workers if w.kill_at is not None]
+        if self.next_look is not None and not self.stopping:
+            deadlines.append(self.next_look)
         timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
         for key, _ in self.sel.select(timeout):
             if key.data is None:
@@ -170,6 +185,11 @@ class Supervisor:
                 self._message(key.data)
         self._reap()
         now = time.monotonic()
+        if self.next_look is not None and now >= self.next_look and not self.stopping:
+            changed = self.watch.changes()
+            if changed:
+                self._reload(changed)
+            self.next_look = time.monotonic() + self.config.reload_delay
         for w in self.workers:
             if w.kill_at is not None and now >= w.kill_at:
                 logger.warning("worker %d did not stop in time: killing it", w.pid)
@@ -217,6 +237,23 @@ class Supervisor:
                 self._spawn(predecessor=w)
         return True
 
+    def _reload(self, changed):
+        shown = ", ".join(os.path.relpath(p) for p in changed[:3]) + (", ..." if len(changed) > 3 else "")
+        logger.warning("changed: %s: reloading", shown)
+        for w in self.workers:
+            if not w.ready and not w.stopping:
+                # Still starting, perhaps with the code as it was before this change.
+                if w.predecessor is not None:
+                    w.predecessor.retiring = False
+                    w.predecessor = None
+                self._stop(w)
+        serving = [w for w in self.workers if w.ready and not w.stopping and not w.retiring]
+        for w in serving:
+            w.retiring = True
+            self._spawn(predecessor=w)
+        for _ in range(self.config.workers - len(serving)):  # none left after failed starts
+            self._spawn()
+
     def _forget_pipe(self, w):
         if w.rfd is not None:
             self.sel.unregister(w.rfd)
@@ -259,6 +296,11 @@ class Supervisor:
             self.workers.remove(w)
             self._forget_pipe(w)
             if self.stopping or w.stopping:
+                continue
+            if not w.ready and self.watch is not None:
+                logger.error("worker %d exited with %d before it started: waiting for a change", w.pid, code)
+                if w.predecessor is not None:
+                    w.predecessor.retiring = False  # it goes on serving, to be replaced at the next change
                 continue
             if not w.ready:
                 logger.error("worker %d exited with %d before it started: stopping", w.pid, code)
