@@ -439,6 +439,35 @@ def test_callback_chain_does_not_starve_io_or_timers(loop, socketpair):
     run_on(loop, main())
 
 
+def test_busy_loop_sees_ready_io_within_two_iterations(loop, socketpair):
+    # A chain of callbacks keeps every iteration busy; a descriptor that is ready is still
+    # seen by the second iteration (the stdlib polls at every one; swordfish may skip
+    # every other zero-timeout poll).
+    a, b = socketpair()
+
+    async def main():
+        spins = [0]
+        fired = loop.create_future()
+
+        def spinner():  # one call per iteration
+            if not fired.done():
+                spins[0] += 1
+                loop.call_soon(spinner)
+
+        loop.call_soon(spinner)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        b.send(b"x")
+        start = spins[0]
+        loop.add_reader(a, lambda: fired.done() or fired.set_result(spins[0] - start))
+        try:
+            return await wait_for_future(fired)
+        finally:
+            loop.remove_reader(a)
+
+    assert 1 <= run_on(loop, main()) <= 2
+
+
 def test_writer_fires_when_pipe_reader_closed(loop):
     r, w = os.pipe()
     os.set_blocking(w, False)

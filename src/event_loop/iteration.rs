@@ -64,9 +64,15 @@ impl LoopCore {
             if timeout != Some(Duration::ZERO) {
                 this.parked.store(true, Ordering::SeqCst);
             }
-            // With callbacks ready and no descriptor registered, a poll could only report the
-            // waker, which matters only to a parked loop: skip the syscall.
-            let skip_poll = timeout == Some(Duration::ZERO) && st.io.is_empty();
+            // With callbacks ready, a poll that does not wait is skipped when no descriptor
+            // is registered (it could only report the waker, which matters only to a parked
+            // loop), and every other time in a row: a busy loop then still sees ready I/O by
+            // the next iteration, and the callbacks that I/O scheduled (a task woken by a
+            // read) run without a system call in between. Stopping always polls, as the
+            // stdlib documents for `stop()` before `run_forever()`.
+            let skip_poll =
+                timeout == Some(Duration::ZERO) && (st.io.is_empty() || (st.polled && !st.stopping));
+            st.polled = !skip_poll;
             (timeout, deadline, cancelled, skip_poll, expired)
         };
         drop(expired);
@@ -74,9 +80,7 @@ impl LoopCore {
             this.release(py, t.into_bound(py).into_super().unbind());
         }
 
-        // Every iteration polls, as the stdlib does: I/O that is ready is seen at the next
-        // iteration even while callbacks keep the ready queue busy. Only a waiting poll
-        // releases the GIL.
+        // Only a waiting poll releases the GIL.
         let events = if skip_poll {
             Vec::new()
         } else {

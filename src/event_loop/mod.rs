@@ -57,6 +57,8 @@ struct State {
     /// Bytes held so in this iteration (see `HOLD_BUDGET`).
     held_bytes: usize,
     stopping: bool,
+    /// The last iteration polled for I/O (see `run_once`).
+    polled: bool,
 }
 
 #[pyclass(module = "swordfish._native", subclass, frozen)]
