@@ -120,6 +120,9 @@ class Supervisor:
         if config.reload:
             dirs = config.reload_dirs or [config.app_dir or "."]
             self.watch = FileWatch(dirs, config.reload_includes, config.reload_excludes)
+            for d in self.watch.dirs:
+                if not os.path.isdir(d):
+                    logger.warning("reload: %s is not a directory: nothing in it is watched", d)
 
     def run(self):
         config = self.config
