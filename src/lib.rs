@@ -3,7 +3,6 @@
 mod call_args;
 mod clock;
 mod event_loop;
-mod handle_alloc;
 mod handles;
 mod http;
 mod pyutil;
@@ -33,12 +32,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<event_loop::LoopCore>()?;
     m.add_class::<handles::Handle>()?;
     m.add_class::<handles::TimerHandle>()?;
-    {
-        use pyo3::PyTypeInfo;
-        let py = m.py();
-        let types = [handles::Handle::type_object_raw(py), handles::TimerHandle::type_object_raw(py)];
-        m.add("_handles_uncounted", handle_alloc::install(py, &types)?)?;
-    }
     m.add_class::<sock_ops::SockOp>()?;
     m.add_class::<transport::stream::StreamCore>()?;
     m.add_class::<transport::datagram::DatagramCore>()?;
