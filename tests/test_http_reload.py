@@ -29,6 +29,16 @@ def write(path, text):
     path.write_text(text)
 
 
+def serve_reloading(tmp_path, module, text):
+    """`swordfish serve MODULE:app --reload` in tmp_path, whose MODULE.py holds text: (the
+    server, MODULE.py)."""
+    path = tmp_path / f"{module}.py"
+    write(path, text)
+    srv = Served(f"{module}:app", "--app-dir", str(tmp_path), "--port", "0", "--reload", "--no-access-log",
+                 "--reload-delay", "0.05", app=None)
+    return srv, path
+
+
 def bump(path, ns):
     """Give path a modification time of its own (a rewrite within the clock's tick keeps it)."""
     st = os.stat(path)
@@ -84,13 +94,10 @@ def test_reload_options_stay_with_the_supervisor():
 
 
 def test_reload_replaces_the_worker_without_failing_a_request(tmp_path):
-    path = tmp_path / "reloaded.py"
-    write(path, APP.format(body=b"v1"))
-    with Served("reloaded:app", "--app-dir", str(tmp_path), "--port", "0", "--reload", "--no-access-log",
-                "--reload-delay", "0.05", app=None) as srv:
-        port = srv.port()
+    srv, path = serve_reloading(tmp_path, "reloaded", APP.format(body=b"v1"))
+    with srv:
+        addr = srv.port()
         srv.wait_line(r"serving on ")
-        addr = port
         assert get(addr, "/") == (200, b"v1")
 
         # Requests keep going while the worker is replaced: every one is answered.
@@ -122,10 +129,8 @@ def test_reload_replaces_the_worker_without_failing_a_request(tmp_path):
 
 
 def test_a_change_that_breaks_the_app_leaves_the_old_code_serving(tmp_path):
-    path = tmp_path / "fragile.py"
-    write(path, APP.format(body=b"good"))
-    with Served("fragile:app", "--app-dir", str(tmp_path), "--port", "0", "--reload", "--no-access-log",
-                "--reload-delay", "0.05", app=None) as srv:
+    srv, path = serve_reloading(tmp_path, "fragile", APP.format(body=b"good"))
+    with srv:
         addr = srv.port()
         srv.wait_line(r"serving on ")
         write(path, "async def app(scope, receive, send):\n    return (\n")
@@ -141,10 +146,8 @@ def test_a_change_that_breaks_the_app_leaves_the_old_code_serving(tmp_path):
 
 def test_reload_with_an_app_that_never_started(tmp_path):
     # Broken from the start: the supervisor waits for a fix instead of exiting.
-    path = tmp_path / "broken.py"
-    write(path, "raise RuntimeError('not yet')\n")
-    with Served("broken:app", "--app-dir", str(tmp_path), "--port", "0", "--reload", "--no-access-log",
-                "--reload-delay", "0.05", app=None) as srv:
+    srv, path = serve_reloading(tmp_path, "broken", "raise RuntimeError('not yet')\n")
+    with srv:
         addr = srv.port()
         _, at = srv.wait_line(r"exited with 2 before it started: waiting for a change")
         write(path, APP.format(body=b"now"))
