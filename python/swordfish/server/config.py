@@ -86,6 +86,7 @@ class Config:
     reload_excludes: list = dataclasses.field(default_factory=list)
     reload_delay: float = 0.25
     _loaded: object = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    _ssl: object = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.lifespan not in ("auto", "on", "off"):
@@ -142,10 +143,15 @@ class Config:
         return app
 
     def ssl_context(self):
-        """The server's TLS context (None: plain HTTP). Raises OSError (ssl.SSLError,
-        FileNotFoundError, ...) for a certificate or key that cannot be loaded."""
+        """The server's TLS context (None: plain HTTP), made once. Raises OSError
+        (ssl.SSLError, FileNotFoundError, ...) for a certificate or key that cannot be loaded."""
         if self.ssl_certfile is None:
             return None
+        if self._ssl is None:
+            self._ssl = self._make_ssl_context()
+        return self._ssl
+
+    def _make_ssl_context(self):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_keyfile_password)
         if self.ssl_ca_certs is not None:
