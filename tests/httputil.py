@@ -3,6 +3,7 @@ small response reader (written for the tests, strict about framing)."""
 
 import asyncio
 import contextlib
+import socket
 
 from swordfish.server import Config, Server
 
@@ -23,6 +24,13 @@ async def serving(app, sockets=None, **options):
     finally:
         server.shutdown()
         await asyncio.wait_for(task, 10)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on (for a server started with it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def port_of(server):

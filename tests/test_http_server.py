@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from httputil import echo_app, request, serving
+from httputil import echo_app, free_port, request, serving
 from swordfish.server import Config, LifespanFailed, Server
 
 GET = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -112,12 +112,6 @@ def test_shutdown_from_another_thread(loop):
     run(loop, main())
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(port, deadline):
     while True:
         try:
@@ -138,7 +132,7 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
 
 @pytest.mark.parametrize("how", ["module", "env"])
 def test_cli_serves(how):
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     if how == "module":
         cmd = [sys.executable, "-m", "swordfish", "serve", "app:app", "--app-dir", EXAMPLES, "--port", str(port)]
@@ -167,7 +161,7 @@ def test_cli_help_and_failures(tmp_path):
         "    await send({'type': 'lifespan.startup.failed', 'message': 'nope'})\n"
     )
     r = subprocess.run([sys.executable, "-m", "swordfish", "serve", "bad:app", "--app-dir", str(tmp_path),
-                        "--port", str(_free_port())], capture_output=True, text=True, timeout=20)
+                        "--port", str(free_port())], capture_output=True, text=True, timeout=20)
     assert r.returncode == 3 and "nope" in r.stderr
     r = subprocess.run([sys.executable, "-m", "swordfish", "serve", "missing_mod:app"],
                        capture_output=True, text=True, timeout=20)

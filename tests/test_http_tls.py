@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from httputil import closed, echo_app, port_of, read_response, serving
+from httputil import closed, echo_app, free_port, port_of, read_response, serving
 from netutil import tls_files  # noqa: F401 (fixture)
 from swordfish.server import Config, Server
 
@@ -217,7 +217,7 @@ def test_cli_serves_https_with_workers(tls_files, tmp_path):
     import httpx
 
     cert, key = tls_files
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
     env["SWORDFISH_SSL_KEYFILE_PASSWORD"] = "pw"
     cmd = [sys.executable, "-m", "swordfish", "serve", "app:app", "--app-dir", EXAMPLES, "--port", str(port),
@@ -249,11 +249,3 @@ def test_cli_rejects_tls_options(args, message):
                        env=env, capture_output=True, text=True, timeout=20)
     assert r.returncode == 2, r.stderr
     assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
