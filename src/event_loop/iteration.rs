@@ -37,7 +37,7 @@ impl LoopCore {
         let this = slf.get();
         let py = slf.py();
 
-        let (timeout, deadline, cancelled_timers, skip_poll, expired) = {
+        let (timeout, deadline, cancelled_timers, skip_poll, expired, watching) = {
             let mut st = this.state.lock(py)?;
             st.iteration += 1;
             let expired = this.expire_lingering(&mut st);
@@ -73,7 +73,7 @@ impl LoopCore {
             let skip_poll =
                 timeout == Some(Duration::ZERO) && (st.io.is_empty() || (st.polled && !st.stopping));
             st.polled = !skip_poll;
-            (timeout, deadline, cancelled, skip_poll, expired)
+            (timeout, deadline, cancelled, skip_poll, expired, !st.io.is_empty())
         };
         drop(expired);
         for t in cancelled_timers {
@@ -89,7 +89,7 @@ impl LoopCore {
             let result = if timeout == Some(Duration::ZERO) {
                 poller.poll(timeout)
             } else {
-                let r = py.detach(|| poller.poll_until(timeout, deadline));
+                let r = py.detach(|| poller.park(timeout, deadline, watching));
                 this.parked.store(false, Ordering::SeqCst);
                 r
             };

@@ -6,12 +6,15 @@
 //! re-arms every descriptor that fired before it polls again: `EPOLL_CTL_MOD` re-evaluates
 //! readiness and queues a new event if the descriptor is still ready.
 
+mod spin;
+
 use mio::event::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::time::Duration;
+use spin::{yield_cpu, SignalsHeld, SpinWindow};
+use std::time::{Duration, Instant};
 
 pub const WAKER_TOKEN: Token = Token(usize::MAX);
 const TIMER_TOKEN: Token = Token(usize::MAX - 1);
@@ -25,6 +28,8 @@ pub struct Poller {
     timer: Option<OwnedFd>,
     /// The deadline the timerfd is set to (CLOCK_MONOTONIC seconds and nanoseconds).
     armed: Option<(i64, i64)>,
+    /// How long a wait polls before it sleeps (see `spin`).
+    spin: SpinWindow,
 }
 
 impl Poller {
@@ -32,7 +37,8 @@ impl Poller {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
         let timer = new_timerfd(&registry);
-        Ok((Poller { poll, events: Events::with_capacity(1024), timer, armed: None }, registry))
+        let spin = SpinWindow::from_env();
+        Ok((Poller { poll, events: Events::with_capacity(1024), timer, armed: None, spin }, registry))
     }
 
     pub fn registry(&self) -> &Registry {
@@ -67,6 +73,39 @@ impl Poller {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// A wait of the loop with nothing to run: `poll_until`, but when `may_spin` (the loop
+    /// watches descriptors) it first polls without sleeping for as long as recent waits
+    /// say is worth it, and learns from how long this one took.
+    pub fn park(&mut self, timeout: Option<Duration>, deadline: Option<f64>, may_spin: bool) -> io::Result<()> {
+        if !may_spin {
+            return self.poll_until(timeout, deadline);
+        }
+        let start = Instant::now();
+        let budget = self.spin.budget(timeout);
+        let mut rest = timeout;
+        if !budget.is_zero() {
+            let held = SignalsHeld::hold();
+            loop {
+                self.poll_until(Some(Duration::ZERO), None)?;
+                if !self.events.is_empty() {
+                    return Ok(());
+                }
+                if held.as_ref().is_some_and(SignalsHeld::pending) {
+                    // Back to the loop, which runs the handler once the mask is restored.
+                    return Ok(());
+                }
+                if start.elapsed() >= budget {
+                    break;
+                }
+                yield_cpu();
+            }
+            rest = timeout.map(|t| t.saturating_sub(start.elapsed()));
+        }
+        let result = self.poll_until(rest, deadline);
+        self.spin.slept(start.elapsed());
+        result
     }
 
     /// Every descriptor event of the last poll.
