@@ -5,11 +5,11 @@ Missing bars are labelled "n/a" at the foot of their slot.
 """
 import os
 
-from suite import NATIVE
+from suite import NATIVE, NATIVE_POLL
 from tables import size_label
 
 COLORS = {"asyncio": "#7f7f7f", "uvloop": "#1f77b4", "rloop": "#ff7f0e",
-          "swordfish": "#2ca02c", NATIVE: "#d62728"}
+          "swordfish": "#2ca02c", NATIVE: "#d62728", NATIVE_POLL: "#9467bd"}
 
 
 def _pyplot():
@@ -66,7 +66,7 @@ def _save(fig, plt, path, drawn):
 
 
 def echo_plot(view, modes, sizes, conc, path):
-    """Requests/s per mode, one panel per message size; native as a line."""
+    """Requests/s per mode, one panel per message size; the natives as lines."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 4), dpi=110,
                              squeeze=False)
@@ -75,10 +75,11 @@ def echo_plot(view, modes, sizes, conc, path):
     for ax, size in zip(axes, sizes):
         drawn |= _bars(ax, modes, view.loops,
                        lambda impl, mode: view.value("echo", impl, mode, "rps", size, conc))
-        native = view.value("echo", NATIVE, None, "rps", size, conc)
-        if native:
-            ax.axhline(native, color=COLORS[NATIVE], linestyle="--", label=NATIVE)
-            drawn = True
+        for native in (NATIVE, NATIVE_POLL):
+            rps = view.value("echo", native, None, "rps", size, conc)
+            if rps:
+                ax.axhline(rps, color=COLORS[native], linestyle="--", label=native)
+                drawn = True
         ax.set_xticklabels(modes)
         ax.set_title(f"{size_label(size)} messages, concurrency {conc}", fontsize=10)
     axes[0].set_ylabel("requests/s (median)")

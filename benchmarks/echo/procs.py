@@ -87,12 +87,12 @@ class Server:
 
 
 def server_command(impl, mode, tls, debug=False):
-    if impl == "native":
+    if impl in ("native", "native-poll"):
         if not os.access(NATIVE_BIN, os.X_OK):
             raise Unsupported("native server not built (run benchmarks/echo/setup.sh)")
         if tls:
             raise Unsupported("the native reference has no TLS")
-        return [NATIVE_BIN]
+        return [NATIVE_BIN] + (["--poll-us", "50"] if impl == "native-poll" else [])
     cmd = [sys.executable, os.path.join(HERE, "server.py"), "--loop", impl,
            "--mode", mode]
     if tls:

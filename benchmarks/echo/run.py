@@ -29,7 +29,7 @@ import plots  # noqa: E402
 import procs  # noqa: E402
 import snapshot  # noqa: E402
 import tables  # noqa: E402
-from suite import Plan, Suite  # noqa: E402
+from suite import NATIVES, Plan, Suite  # noqa: E402
 
 ALL_LOOPS = ["asyncio", "uvloop", "rloop", "swordfish"]
 ALL_MODES = ["raw", "stream", "proto", "buffered"]
@@ -147,7 +147,7 @@ def stdout_report(plan, view, versions, support, records):
             print(tables.echo_table(view, plan.modes, plan.sizes, conc) + "\n")
         print("Echo details\n")
         print(tables.detail_table(view, "echo", plan.modes, plan.sizes,
-                                  plan.concurrency, plan.loops + ["native"]) + "\n")
+                                  plan.concurrency, plan.loops + list(NATIVES)) + "\n")
     if "tls" in plan.tests:
         print("TLS echo (proto) requests/s\n")
         print(tables.tls_table(view, plan.sizes, plan.concurrency) + "\n")

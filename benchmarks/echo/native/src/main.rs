@@ -1,7 +1,10 @@
 //! Single-threaded epoll (mio) TCP echo server: the limit reference of the
 //! swordfish echo benchmark.
 //!
-//!     echo-native [--host 127.0.0.1] [--port 0]
+//!     echo-native [--host 127.0.0.1] [--port 0] [--poll-us 0]
+//!
+//! With `--poll-us N` it polls without waiting for up to N µs before each wait
+//! that would sleep (the reference for a server that polls before sleeping).
 //!
 //! Prints `READY <port> native` on stdout once listening, then echoes whatever
 //! each connection sends: bytes read are written back at once, and whatever the
@@ -13,6 +16,7 @@
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -102,6 +106,7 @@ struct Server {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     buf: Vec<u8>,
+    poll_for: Duration,
 }
 
 impl Server {
@@ -190,10 +195,21 @@ impl Server {
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         loop {
-            match self.poll.poll(&mut events, None) {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+            if !self.poll_for.is_zero() {
+                let start = Instant::now();
+                while start.elapsed() < self.poll_for {
+                    self.poll.poll(&mut events, Some(Duration::ZERO))?;
+                    if !events.is_empty() {
+                        break;
+                    }
+                }
+            }
+            if events.is_empty() {
+                match self.poll.poll(&mut events, None) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
             }
             for event in events.iter() {
                 match event.token() {
@@ -201,32 +217,37 @@ impl Server {
                     Token(slot) => self.ready(slot),
                 }
             }
+            events.clear();
         }
     }
 }
 
-fn parse_args() -> Result<SocketAddr, String> {
+fn parse_args() -> Result<(SocketAddr, Duration), String> {
     let mut host = String::from("127.0.0.1");
     let mut port = String::from("0");
+    let mut poll_us = String::from("0");
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let value = args.next().ok_or_else(|| format!("{arg} needs a value"))?;
         match arg.as_str() {
             "--host" => host = value,
             "--port" => port = value,
+            "--poll-us" => poll_us = value,
             _ => return Err(format!("unknown option {arg}")),
         }
     }
-    format!("{host}:{port}")
+    let poll_us: u64 = poll_us.parse().map_err(|e| format!("bad --poll-us {poll_us}: {e}"))?;
+    let addr = format!("{host}:{port}")
         .parse()
-        .map_err(|e| format!("bad address {host}:{port}: {e}"))
+        .map_err(|e| format!("bad address {host}:{port}: {e}"))?;
+    Ok((addr, Duration::from_micros(poll_us)))
 }
 
 fn main() -> ExitCode {
-    let addr = match parse_args() {
-        Ok(addr) => addr,
+    let (addr, poll_for) = match parse_args() {
+        Ok(parsed) => parsed,
         Err(msg) => {
-            eprintln!("echo-native: {msg}\nusage: echo-native [--host H] [--port P]");
+            eprintln!("echo-native: {msg}\nusage: echo-native [--host H] [--port P] [--poll-us N]");
             return ExitCode::from(2);
         }
     };
@@ -241,6 +262,7 @@ fn main() -> ExitCode {
             conns: Vec::new(),
             free: Vec::new(),
             buf: vec![0; READ_CHUNK],
+            poll_for,
         })
     };
     let mut server = match start() {
