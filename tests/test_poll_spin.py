@@ -60,39 +60,31 @@ def cpu_share_while_fed(loop, *gaps, duration=0.4):
         b.close()
 
 
-def test_events_closer_than_the_limit_are_polled_for(sf, monkeypatch):
-    loop = new_loop(sf, monkeypatch, 20_000)
+def cpu_share(sf, monkeypatch, limit_us, *gaps):
+    loop = new_loop(sf, monkeypatch, limit_us)
     try:
-        share = cpu_share_while_fed(loop, 0.001)
+        return cpu_share_while_fed(loop, *gaps)
     finally:
         loop.close()
+
+
+def test_events_closer_than_the_limit_are_polled_for(sf, monkeypatch):
+    share = cpu_share(sf, monkeypatch, 20_000, 0.001)
     assert share > 0.5, f"the loop slept between events 1 ms apart (CPU {share:.0%})"
 
 
 def test_the_limit_at_zero_turns_polling_off(sf, monkeypatch):
-    loop = new_loop(sf, monkeypatch, 0)
-    try:
-        share = cpu_share_while_fed(loop, 0.001)
-    finally:
-        loop.close()
+    share = cpu_share(sf, monkeypatch, 0, 0.001)
     assert share < 0.3, f"the loop polled with polling turned off (CPU {share:.0%})"
 
 
 def test_events_further_apart_than_the_limit_are_slept_for(sf, monkeypatch):
-    loop = new_loop(sf, monkeypatch, 3_000)
-    try:
-        share = cpu_share_while_fed(loop, 0.005)
-    finally:
-        loop.close()
+    share = cpu_share(sf, monkeypatch, 3_000, 0.005)
     assert share < 0.3, f"the loop polled for events 5 ms apart, limit 3 ms (CPU {share:.0%})"
 
 
 def test_the_loop_stops_polling_when_its_events_thin_out(sf, monkeypatch):
-    loop = new_loop(sf, monkeypatch, 20_000)
-    try:
-        share = cpu_share_while_fed(loop, 0.001, 0.03)
-    finally:
-        loop.close()
+    share = cpu_share(sf, monkeypatch, 20_000, 0.001, 0.03)
     assert share < 0.3, f"the loop kept polling for events 30 ms apart, limit 20 ms (CPU {share:.0%})"
 
 
