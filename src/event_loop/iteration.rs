@@ -70,10 +70,10 @@ impl LoopCore {
             // the next iteration, and the callbacks that I/O scheduled (a task woken by a
             // read) run without a system call in between. Stopping always polls, as the
             // stdlib documents for `stop()` before `run_forever()`.
-            let skip_poll =
-                timeout == Some(Duration::ZERO) && (st.io.is_empty() || (st.polled && !st.stopping));
+            let watching = !st.io.is_empty();
+            let skip_poll = timeout == Some(Duration::ZERO) && (!watching || (st.polled && !st.stopping));
             st.polled = !skip_poll;
-            (timeout, deadline, cancelled, skip_poll, expired, !st.io.is_empty())
+            (timeout, deadline, cancelled, skip_poll, expired, watching)
         };
         drop(expired);
         for t in cancelled_timers {
