@@ -250,3 +250,119 @@ fn chunked_body_does_not_depend_on_how_it_arrives() {
         }
     }
 }
+
+/// A small deterministic generator for the mutation tests (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Bytes that matter to the grammar, most often chosen when a byte is replaced or inserted.
+const SPECIAL: &[u8] = b"\r\n :;,\t0aAfF-+_/?#%\x00\x7f\xff";
+
+/// `raw` with one to four edits: a byte replaced, inserted or removed, or a span repeated.
+fn mutate(raw: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut v = raw.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(v.len() + 1);
+        let byte = if rng.below(3) == 0 { rng.next() as u8 } else { SPECIAL[rng.below(SPECIAL.len())] };
+        match rng.below(4) {
+            0 if at < v.len() => v[at] = byte,
+            1 => v.insert(at, byte),
+            2 if at < v.len() => {
+                v.remove(at);
+            }
+            _ => {
+                let len = rng.below(12).min(v.len() - at.min(v.len()));
+                let span = v[at.min(v.len())..at.min(v.len()) + len].to_vec();
+                v.splice(at..at, span);
+            }
+        }
+    }
+    v
+}
+
+/// Random cut points, in order, inside `len`.
+fn cuts(len: usize, rng: &mut Rng) -> Vec<usize> {
+    let mut c: Vec<usize> = (0..rng.below(4)).map(|_| 1 + rng.below(len.max(2) - 1)).collect();
+    c.sort_unstable();
+    c
+}
+
+#[test]
+fn mutated_heads_get_one_verdict_however_they_arrive() {
+    let mut rng = Rng(0x5eed_0f_5e4d_f15b);
+    let mut accepted = 0;
+    for round in 0..20_000 {
+        let raw = mutate(HEADS[round % HEADS.len()], &mut rng);
+        let whole = head_verdict(&raw, []);
+        let name = String::from_utf8_lossy(&raw);
+        assert_eq!(head_verdict(&raw, cuts(raw.len(), &mut rng)), whole, "{name:?}");
+        if let Ok(len) = whole {
+            assert!(len <= raw.len(), "{name:?}");
+            if len == 0 {
+                continue;
+            }
+            accepted += 1;
+            let h = parse_head(&raw, len, &LIMITS).unwrap();
+            assert!(raw[h.method.clone()].iter().all(|&b| is_tchar(b)), "{name:?}");
+            assert!(raw[h.target.clone()].iter().all(|&b| (0x21..0x7f).contains(&b)), "{name:?}");
+            for (n, v) in &h.headers {
+                assert!(!raw[n.clone()].is_empty() && raw[n.clone()].iter().all(|&b| is_tchar(b)), "{name:?}");
+                assert!(raw[v.clone()].iter().all(|&b| is_value_byte(b) && b != b'\r' && b != b'\n'), "{name:?}");
+            }
+            if let Framing::Length(n) = h.framing {
+                assert!(n <= LIMITS.body_size, "{name:?}");
+            }
+        }
+    }
+    // The mutations are small enough that many heads stay valid: both sides are exercised.
+    assert!(accepted > 500, "only {accepted} mutated heads were accepted");
+}
+
+#[test]
+fn mutated_chunked_bodies_decode_alike_however_they_arrive() {
+    let bodies: &[&[u8]] = &[
+        b"5\r\nhello\r\n6;a=b\r\n world\r\n0\r\nX-T: 1\r\n\r\nGET",
+        b"a\r\n0123456789\r\nA ; x\r\n0123456789\r\n0\r\n\r\n",
+        b"1\r\nx\r\n0\r\n\r\n",
+    ];
+    let run = |raw: &[u8], cuts: &[usize]| -> Result<(Vec<u8>, usize), u16> {
+        let mut d = ChunkedDecoder::new(1000);
+        let (mut out, mut pending, mut from) = (Vec::new(), Vec::new(), 0);
+        for &cut in cuts.iter().chain([raw.len()].iter()) {
+            pending.extend_from_slice(&raw[from..cut]);
+            from = cut;
+            let n = d.feed(&pending, &mut out).map_err(|e| e.status())?;
+            assert!(n <= pending.len());
+            pending.drain(..n);
+            assert!(out.len() as u64 <= 1000);
+            if d.is_done() {
+                pending.extend_from_slice(&raw[from..]);
+                return Ok((out, pending.len()));
+            }
+        }
+        Ok((out, usize::MAX))
+    };
+    let mut rng = Rng(0xc4a2_7b0d_1e5f_0a17);
+    let mut decoded = 0;
+    for round in 0..20_000 {
+        let raw = mutate(bodies[round % bodies.len()], &mut rng);
+        let whole = run(&raw, &[]);
+        assert_eq!(run(&raw, &cuts(raw.len(), &mut rng)), whole, "{:?}", String::from_utf8_lossy(&raw));
+        if matches!(whole, Ok((_, rest)) if rest != usize::MAX) {
+            decoded += 1;
+        }
+    }
+    assert!(decoded > 500, "only {decoded} mutated bodies decoded");
+}
