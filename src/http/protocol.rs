@@ -78,14 +78,16 @@ impl HttpProtocol {
 
     /// Refuse the request with `status` and close (RFC 9112 §… : after a framing error the
     /// rest of the stream cannot be trusted).
-    /// `scope`: the request refused before it got one (a 503), for the access log.
-    pub fn reject(&self, py: Python<'_>, c: &mut Conn, status: u16, scope: Option<Py<PyAny>>, acts: &mut Vec<Act>) {
+    /// `scope`: the request refused before it got one (a 503), for the access log, and
+    /// `head_method` whether that one is a HEAD (the reply to a HEAD has no body).
+    pub fn reject(&self, py: Python<'_>, c: &mut Conn, status: u16, scope: Option<Py<PyAny>>, head_method: bool, acts: &mut Vec<Act>) {
         let state = self.state.get();
         let response_started = c.req.as_ref().is_some_and(|r| r.head_written);
         if !response_started {
-            acts.push(Act::Write(simple_response(status, state.date_header, state.server_header.as_deref())));
+            let head_method = c.req.as_ref().map_or(head_method, |r| r.head_method);
+            acts.push(Act::Write(simple_response(status, head_method, state.date_header, state.server_header.as_deref())));
             if state.access_log.is_some() {
-                let size = reason(status).len() as u64;
+                let size = if head_method { 0 } else { reason(status).len() as u64 };
                 let line = match c.req.as_mut() {
                     Some(req) => req.scope.take().map(|s| Act::AccessLog(Some(s), None, status, size, monotonic() - req.start)),
                     None => {
@@ -129,11 +131,11 @@ impl HttpProtocol {
                 let end = match find_head_end(&c.rbuf, &state.limits) {
                     Ok(Some(end)) => end,
                     Ok(None) => return Ok(()),
-                    Err(r) => return Ok(self.reject(py, c, r.status(), None, acts)),
+                    Err(r) => return Ok(self.reject(py, c, r.status(), None, false, acts)),
                 };
                 let head = match parse_head(&c.rbuf, end, &state.limits) {
                     Ok(h) => h,
-                    Err(r) => return Ok(self.reject(py, c, r.status(), None, acts)),
+                    Err(r) => return Ok(self.reject(py, c, r.status(), None, false, acts)),
                 };
                 if state.shutting_down.load(Ordering::Relaxed) && c.gen > 0 {
                     c.closing = true;
@@ -145,15 +147,15 @@ impl HttpProtocol {
                 // adding one. Older ones still running count.
                 let previous = usize::from(c.apps.iter().any(|(g, _)| *g == c.gen));
                 let running = state.active_requests.load(Ordering::Relaxed).saturating_sub(previous);
+                let head_method = &c.rbuf[head.method.clone()] == b"HEAD";
                 let scope = match super::asgi::build_scope(py, state, c, &head) {
                     Ok(s) => s,
-                    Err(Reject::BadRequest(_)) | Err(_) => return Ok(self.reject(py, c, 400, None, acts)),
+                    Err(Reject::BadRequest(_)) | Err(_) => return Ok(self.reject(py, c, 400, None, head_method, acts)),
                 };
                 if running >= state.limit_concurrency {
-                    return Ok(self.reject(py, c, 503, Some(scope), acts));
+                    return Ok(self.reject(py, c, 503, Some(scope), head_method, acts));
                 }
                 c.gen += 1;
-                let head_method = &c.rbuf[head.method.clone()] == b"HEAD";
                 let body = match head.framing {
                     Framing::Length(n) => BodyState::Length(n),
                     Framing::Chunked => BodyState::Chunked(ChunkedDecoder::new(state.limits.body_size)),
@@ -218,7 +220,7 @@ impl HttpProtocol {
                             }
                             Err(r) => {
                                 let waiter = req.receive_waiter.take();
-                                self.reject(py, c, r.status(), None, acts);
+                                self.reject(py, c, r.status(), None, false, acts);
                                 if let Some(w) = waiter {
                                     acts.push(Act::Resolve(w, super::asgi::disconnect_message(py)?));
                                 }

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 /// What a `send` message asks for, read before the connection's lock is taken (reading it
 /// may run Python code).
 pub(super) enum Message<'py> {
-    Start { status: u16, head: Vec<u8>, length: Option<u64>, chunked: bool, close: bool, trailers: bool },
+    Start { status: u16, head: Vec<u8>, length: Option<u64>, close: bool, trailers: bool },
     Body { body: Bound<'py, PyBytes>, more: bool },
     Trailers { fields: Vec<u8>, more: bool },
     PathSend { path: Bound<'py, PyAny>, size: u64 },
@@ -102,8 +102,8 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
             };
             let mut head = Vec::with_capacity(256);
             push_status_line(&mut head, status);
-            let (mut length, mut chunked, mut close, mut date, mut server) = (None, false, false, false, false);
-            let mut bad_length = false;
+            let (mut length, mut close, mut date, mut server) = (None, false, false, false);
+            let (mut bad_length, mut bad_coding) = (false, false);
             // RFC 9110 §8.6, RFC 9112 §6.1: no framing headers on a 1xx or 204 response.
             let no_content = status == 204 || status < 200;
             let defaults = &state.default_headers;
@@ -125,7 +125,12 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
                         _ => bad_length = true,
                     }
                 } else if n.eq_ignore_ascii_case(b"transfer-encoding") {
-                    chunked = true;
+                    // The framing is the server's (RFC 9112 §6.1): it chunks a body of unknown
+                    // length itself, never towards HTTP/1.0 and never beside a Content-Length.
+                    // An app's `chunked` is therefore left out; a coding the server does not
+                    // apply could not be framed as the header says.
+                    bad_coding |= !v.trim_ascii().eq_ignore_ascii_case(b"chunked");
+                    return false;
                 } else if n.eq_ignore_ascii_case(b"connection") {
                     close |= v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
                 } else if n.eq_ignore_ascii_case(b"date") {
@@ -137,6 +142,9 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
             })?;
             if bad_length {
                 return Err(PyValueError::new_err("invalid content-length response header"));
+            }
+            if bad_coding {
+                return Err(PyValueError::new_err("unsupported transfer-encoding response header: the server frames the body, and applies no other coding"));
             }
             if state.date_header && !date {
                 head.extend_from_slice(b"date: ");
@@ -151,7 +159,7 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
                     head.extend_from_slice(line);
                 }
             }
-            Ok(Message::Start { status, head, length, chunked, close, trailers })
+            Ok(Message::Start { status, head, length, close, trailers })
         }
         "http.response.body" => {
             let body = match get(msg, intern!(py, "body"))? {

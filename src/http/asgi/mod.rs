@@ -161,7 +161,7 @@ pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<Py
                     acts.push(Act::LogError(msg.to_owned(), exc));
                 }
                 if !req.head_written && !lost {
-                    acts.push(Act::Write(simple_response(500, state.date_header, state.server_header.as_deref())));
+                    acts.push(Act::Write(simple_response(500, req.head_method, state.date_header, state.server_header.as_deref())));
                 }
                 // The request gets its access-log line even though its response is a 500 or
                 // was cut short (not when the client left before anything was sent).
@@ -169,7 +169,7 @@ pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<Py
                     let (status, size) = if req.head_written {
                         (req.status, req.sent)
                     } else {
-                        (500, reason(500).len() as u64)
+                        (500, if req.head_method { 0 } else { reason(500).len() as u64 })
                     };
                     if req.head_written || !lost {
                         acts.push(Act::AccessLog(Some(scope), None, status, size, monotonic() - req.start));
@@ -181,15 +181,17 @@ pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<Py
                 acts.push(Act::Close);
             }
             // The response is complete (its request body may still be arriving): an
-            // exception raised after it is still the app's error.
+            // exception raised after it is still the app's error, unless it is the one
+            // `send` raised because the connection is gone (the server may have refused the
+            // rest of the body and closed).
             Some(req) => {
                 req.task_done = true;
-                if let Some(e) = exc {
+                if let Some(e) = exc.filter(|e| !e.bind(py).is_instance_of::<ClientDisconnected>()) {
                     acts.push(Act::LogError("Exception in ASGI application".to_owned(), Some(e)));
                 }
             }
             None => {
-                if let Some(e) = exc {
+                if let Some(e) = exc.filter(|e| !e.bind(py).is_instance_of::<ClientDisconnected>()) {
                     acts.push(Act::LogError("Exception in ASGI application".to_owned(), Some(e)));
                 }
             }

@@ -64,7 +64,7 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
         let mut done = false;
         let mut error = None;
         match msg {
-            Message::Start { status, head, length, chunked, close, trailers } => {
+            Message::Start { status, head, length, close, trailers } => {
                 if req.started {
                     return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.start' sent, after response already started."));
                 }
@@ -72,7 +72,6 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
                 req.status = status;
                 req.head = head;
                 req.app_length = length;
-                req.chunked = chunked;
                 req.trailers = trailers;
                 if close {
                     req.keep_alive = false;
