@@ -1,6 +1,7 @@
 """No descriptor or memory leaks across many connections: 10,000 connect / exchange /
-close cycles through a Unix server keep the process's descriptors and memory flat, whether
-the client closes, aborts or fails in a protocol callback (the fatal-error path).
+close cycles through a Unix server, plain and TLS, keep the process's descriptors and memory
+flat, whether the client closes, aborts or fails in a protocol callback (the fatal-error
+path).
 
 Memory is read from two counters that do not depend on timing: pymalloc blocks
 (`sys.getallocatedblocks()`, every small Python object) and the C allocator's bytes in use
@@ -16,6 +17,8 @@ import os
 import sys
 
 import pytest
+
+from netutil import tls, tls_files  # noqa: F401 (fixtures)
 
 CYCLES = 10_000
 WARMUP = 1_000
@@ -83,18 +86,21 @@ class Server(asyncio.Protocol):
         self.lost()
 
 
-async def cycles(loop, path, n, mode="close"):
+async def cycles(loop, path, n, mode="close", contexts=None):
+    """`n` connections; `contexts`: (server, client) SSL contexts for TLS ones."""
     server_lost = 0
 
     def lost():
         nonlocal server_lost
         server_lost += 1
 
-    server = await loop.create_unix_server(lambda: Server(lost), path)
+    server_ssl, client_ssl = contexts or (None, None)
+    tls_client = {"ssl": client_ssl, "server_hostname": "localhost"} if client_ssl else {}
+    server = await loop.create_unix_server(lambda: Server(lost), path, ssl=server_ssl)
     try:
         for _ in range(n):
             done = loop.create_future()
-            await loop.create_unix_connection(lambda: Client(done, mode), path)
+            await loop.create_unix_connection(lambda: Client(done, mode), path, **tls_client)
             exc = await done
             assert (exc is None) if mode != "fatal" else isinstance(exc, RuntimeError)
         while server_lost < n:  # the server's ends close on EOF, a moment later
@@ -104,17 +110,19 @@ async def cycles(loop, path, n, mode="close"):
         await server.wait_closed()
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode", ["close", "abort", "fatal"])
-def test_swordfish_connect_close_cycles_leak_nothing(sf_loop, sf_run, tmp_path, mode):
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("mode", ["close", "abort", "fatal", "tls-close", "tls-abort"])
+def test_swordfish_connect_close_cycles_leak_nothing(sf_loop, sf_run, tmp_path, request, mode):
     path = str(tmp_path / "s")
+    contexts = request.getfixturevalue("tls") if mode.startswith("tls-") else None
+    mode = mode.removeprefix("tls-")
     handled = []
     sf_loop.set_exception_handler(lambda loop, ctx: handled.append(None))
-    sf_run(cycles(sf_loop, path, WARMUP, mode), timeout=60)
+    sf_run(cycles(sf_loop, path, WARMUP, mode, contexts), timeout=60)
     gc.collect()
     fds, blocks, in_use = _fds(), sys.getallocatedblocks(), _malloc_in_use()
 
-    sf_run(cycles(sf_loop, path, CYCLES, mode), timeout=60)
+    sf_run(cycles(sf_loop, path, CYCLES, mode, contexts), timeout=180)
     gc.collect()
     assert len(handled) == (WARMUP + CYCLES if mode == "fatal" else 0)
     handled.clear()

@@ -121,7 +121,10 @@ class SSLTransport(asyncio.Transport):
         core = getattr(self, "_core", None)
         if core is not None and not core.is_closing():
             _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
-            core._force_close(None)
+            # After the loop closed, the socket's transport closes the socket when it is
+            # collected in turn (and warns, as the stdlib's does).
+            if not self._loop.is_closed():
+                core._force_close(None)
 
     # -- called by the core ---------------------------------------------------------------
 
