@@ -238,4 +238,6 @@ class TlsMixin:
             made.cancel()
             resumed.cancel()
             raise
-        return app
+        # As in the stdlib: a connection lost before this point (a transport that was already
+        # closing, say) leaves no TLS transport to return.
+        return None if app._closed else app
