@@ -20,7 +20,7 @@ use crate::pyutil::is_exit;
 use crate::sync::{GilCell, GilGuard};
 use pyo3::exceptions::{PyConnectionAbortedError, PyConnectionResetError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PySlice};
 use pyo3::{intern, PyTraverseError, PyVisit};
 use std::collections::VecDeque;
 

@@ -156,19 +156,46 @@ impl TlsCore {
             return Err(pyo3::exceptions::PyRuntimeError::new_err("get_buffer() returned an empty buffer"));
         }
         let ssl = this.ssl(py)?;
-        let count: usize = match ssl.bind(py).call_method1(intern!(py, "read"), (wants, &buf)) {
-            Ok(n) => n.extract()?,
-            Err(e) if this.is_again(py, &e) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        if count > 0 {
-            if count == wants {
-                // The buffer is full: more may be decrypted already; read it next.
-                let cb = slf.getattr(intern!(py, "_do_read"))?;
-                LoopCore::call_soon_internal_noarg(this.lp.bind(py), &cb)?;
+        // One `read` gives at most one TLS record: fill the buffer from as many as have
+        // arrived. None: nothing more is decrypted yet; Some(0): the peer's close_notify.
+        let read = |n: usize, into: &Bound<'_, PyAny>| -> PyResult<Option<usize>> {
+            match ssl.bind(py).call_method1(intern!(py, "read"), (n, into)) {
+                Ok(got) => Ok(Some(got.extract()?)),
+                Err(e) if this.is_again(py, &e) => Ok(None),
+                Err(e) => Err(e),
             }
-            p.bind(py).call_method1(intern!(py, "buffer_updated"), (count,))?;
-        } else {
+        };
+        let (mut filled, mut eof) = (0, false);
+        match read(wants, &buf)? {
+            None => {}
+            Some(0) => eof = true,
+            Some(n) => {
+                filled = n;
+                if filled < wants {
+                    let view = PyMemoryView::from(&buf)?;
+                    while filled < wants {
+                        let rest = view.get_item(PySlice::new(py, filled as isize, wants as isize, 1))?;
+                        match read(wants - filled, &rest)? {
+                            None => break,
+                            Some(0) => {
+                                eof = true;
+                                break;
+                            }
+                            Some(n) => filled += n,
+                        }
+                    }
+                }
+                if filled == wants {
+                    // The buffer is full: more may be decrypted already; read it next.
+                    let cb = slf.getattr(intern!(py, "_do_read"))?;
+                    LoopCore::call_soon_internal_noarg(this.lp.bind(py), &cb)?;
+                }
+            }
+        }
+        if filled > 0 {
+            p.bind(py).call_method1(intern!(py, "buffer_updated"), (filled,))?;
+        }
+        if eof {
             this.call_eof_received(py)?;
             Self::start_shutdown(slf)?;
         }
