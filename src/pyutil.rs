@@ -8,6 +8,11 @@ use std::os::fd::RawFd;
 
 /// The stdlib's `selectors._fileobj_to_fd`: an int, or an object with `fileno()`.
 pub fn fileobj_to_fd(obj: &Bound<'_, PyAny>) -> PyResult<RawFd> {
+    fd_from_number(fileobj_number(obj)?)
+}
+
+/// The number an int or `fileno()` gives, not yet checked (a closed socket gives -1).
+pub fn fileobj_number(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     let py = obj.py();
     let fd: i64 = if obj.is_instance_of::<PyInt>() {
         obj.extract()?
@@ -28,10 +33,15 @@ pub fn fileobj_to_fd(obj: &Bound<'_, PyAny>) -> PyResult<RawFd> {
             Err(e) => return Err(e),
         }
     };
+    Ok(fd)
+}
+
+pub fn fd_from_number(fd: i64) -> PyResult<RawFd> {
+    let invalid = || PyValueError::new_err(format!("Invalid file descriptor: {fd}"));
     if fd < 0 {
-        return Err(PyValueError::new_err(format!("Invalid file descriptor: {fd}")));
+        return Err(invalid());
     }
-    RawFd::try_from(fd).map_err(|_| PyValueError::new_err(format!("Invalid file descriptor: {fd}")))
+    RawFd::try_from(fd).map_err(|_| invalid())
 }
 
 fn repr(obj: &Bound<'_, PyAny>) -> String {

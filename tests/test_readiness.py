@@ -584,6 +584,40 @@ def test_fd_closed_while_registered_can_still_be_removed(loop):
         os.close(w)
 
 
+def test_closed_socket_is_removed_by_the_object_it_was_added_with(loop, socketpair):
+    # Its fileno() is -1 once closed: the stdlib's selector finds it by identity.
+    a, b = socketpair()
+    loop.add_reader(a, print)
+    a.close()
+    assert loop.remove_reader(a) is True
+    # Not registered any more: nothing to find it by.
+    with pytest.raises(ValueError, match="^Invalid file descriptor: -1$"):
+        loop.remove_reader(a)
+
+
+def test_watchers_of_a_closed_and_reused_descriptor_are_not_carried_over(loop, socketpair):
+    # A reader left on a descriptor that was closed: when its number comes back for a new
+    # socket, changing the watch fails as in the stdlib (epoll dropped the old file), the
+    # old reader is forgotten, and the new socket can be watched afresh.
+    a, b = socketpair()
+    fired = []
+    loop.add_reader(a, fired.append, "stale")
+    fd = a.fileno()
+    a.close()
+    c, d = socketpair()
+    new = c if c.fileno() == fd else socket.socket(fileno=os.dup2(c.fileno(), fd))
+    try:
+        with pytest.raises(FileNotFoundError):
+            loop.add_writer(new, fired.append, "writer")
+        assert loop.remove_reader(fd) is False
+        loop.add_writer(new, fired.append, "writer")
+        loop.run_until_complete(asyncio.sleep(0.01))
+        assert fired and set(fired) == {"writer"}
+        assert loop.remove_writer(new) is True
+    finally:
+        new.close()
+
+
 def test_add_reader_on_closed_loop(loop, socketpair):
     a, b = socketpair()
     loop.close()

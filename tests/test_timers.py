@@ -1,6 +1,7 @@
 """call_later / call_at / time(): ordering, precision, cancellation."""
 
 import asyncio
+import math
 import contextvars
 import random
 import time
@@ -325,6 +326,20 @@ def test_huge_and_infinite_delays(loop):
     loop.run_until_complete(asyncio.sleep(0.001))
     h1.cancel()
     h2.cancel()
+
+
+def test_nan_deadline_is_due_at_once(sf_loop):
+    # The stdlib's heap runs a NaN timer at the next iteration up to 3.12 (no time is
+    # earlier than it); 3.13's poll then fails with ValueError. Here it is due at once on
+    # every version, ahead of timers with real deadlines, and the loop goes on.
+    order = []
+    sf_loop.call_later(0.01, order.append, "later")
+    nan = sf_loop.call_later(float("nan"), order.append, "nan")
+    sf_loop.call_at(-float("nan"), order.append, "-nan")
+    sf_loop.call_later(0.02, sf_loop.stop)
+    sf_loop.run_forever()
+    assert order == ["nan", "-nan", "later"]
+    assert math.isnan(nan.when())
 
 
 def test_sleep_forever_can_be_cancelled(loop):

@@ -5,12 +5,12 @@
 use super::{LoopCore, State};
 use crate::call_args::CallArgs;
 use crate::handles::{hand_back, Handle};
-use crate::pyutil::{fileobj_to_fd, os_error};
+use crate::pyutil::{fd_from_number, fileobj_number, fileobj_to_fd, os_error};
 use crate::reactor;
 use crate::transport::IoTarget;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyInt, PyTuple};
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 
@@ -41,6 +41,9 @@ pub(super) struct IoEntry {
     pub(super) owner: Option<Owner>,
     /// Only while the entry is otherwise unused.
     pub(super) linger: Option<Linger>,
+    /// The object the first `add_reader`/`add_writer` of the descriptor was given, by which
+    /// it can still be removed once closed (its `fileno()` is then -1), as in the stdlib.
+    pub(super) fileobj: Option<Py<PyAny>>,
 }
 
 impl IoEntry {
@@ -82,13 +85,31 @@ impl LoopCore {
     ) -> PyResult<Py<Handle>> {
         let fd = fileobj_to_fd(fileobj)?;
         let handle = Self::new_handle(slf, callback, CallArgs::from_tuple(args)?, None, None)?;
-        Self::watch(slf, fd, handle, which, None)
+        let handle = Self::watch(slf, fd, handle, which, None)?;
+        if !fileobj.is_instance_of::<PyInt>() {
+            let py = slf.py();
+            if let Some(entry) = slf.get().state.lock(py)?.io.get_mut(&fd) {
+                entry.fileobj.get_or_insert_with(|| fileobj.clone().unbind());
+            }
+        }
+        Ok(handle)
     }
 
     pub(super) fn remove_watcher(slf: &Bound<'_, Self>, fileobj: &Bound<'_, PyAny>, which: Which) -> PyResult<bool> {
         let this = slf.get();
         let py = slf.py();
-        let fd = fileobj_to_fd(fileobj)?;
+        let fd = match fileobj_number(fileobj)? {
+            // A closed file object: look for the descriptor it was registered with.
+            n if n < 0 && !fileobj.is_instance_of::<PyInt>() => {
+                let st = this.state.lock(py)?;
+                let found = st.io.iter().find(|(_, e)| e.fileobj.as_ref().is_some_and(|o| o.is(fileobj)));
+                match found {
+                    Some((&fd, _)) => fd,
+                    None => return Err(PyValueError::new_err(format!("Invalid file descriptor: {n}"))),
+                }
+            }
+            n => fd_from_number(n)?,
+        };
         if this.closed.load(Ordering::Relaxed) {
             return Ok(false);
         }
@@ -221,12 +242,34 @@ impl LoopCore {
             let entry = st.io.entry(fd).or_default();
             let old_interest = entry.registered();
             let linger = entry.linger.take();
+            // Only `add_reader`/`add_writer` watchers: if epoll has dropped the descriptor,
+            // it was closed without them being removed, and its number now names another
+            // file. The stdlib's selector then fails to modify it, forgets those watchers
+            // and raises; so does this, rather than carry them over to the new file.
+            let watchers_only = drained.is_none() && entry.owner.is_none() && linger.is_none() && old_interest.is_some();
             let slot = entry.slot(which);
             let previous = slot.replace(handle.clone_ref(py));
             let new_interest = entry.interest();
             let in_place = new_interest == old_interest
                 && matches!((&linger, drained), (Some(l), Some(s)) if l.sock.is(s));
-            let res = if in_place { Ok(()) } else { reactor::update(&this.registry, fd, old_interest, new_interest) };
+            let res = match new_interest {
+                _ if in_place => Ok(()),
+                Some(i) if watchers_only && new_interest != old_interest => reactor::modify(&this.registry, fd, i),
+                _ => reactor::update(&this.registry, fd, old_interest, new_interest),
+            };
+            let res = match res {
+                Err(e) if watchers_only && e.raw_os_error() == Some(libc::ENOENT) => {
+                    let forgotten = st.io.remove(&fd);
+                    drop(st);
+                    if let Some(entry) = forgotten {
+                        for h in [entry.reader, entry.writer, previous].iter().flatten() {
+                            hand_back(h.bind(py));
+                        }
+                    }
+                    return Err(os_error(py, e));
+                }
+                res => res,
+            };
             if let Err(e) = res {
                 // Put things back as they were.
                 let entry = st.io.get_mut(&fd).expect("entry inserted above");

@@ -458,6 +458,7 @@ impl LoopCore {
             for e in st.io.values() {
                 visit.call(&e.reader)?;
                 visit.call(&e.writer)?;
+                visit.call(&e.fileobj)?;
                 if let Some(l) = &e.linger {
                     visit.call(&l.sock)?;
                 }

@@ -186,6 +186,12 @@ pub fn interest(read: bool, write: bool) -> Option<Interest> {
 }
 
 /// Move `fd` from interest `old` to interest `new` (None: not registered).
+/// Change what epoll watches `fd` for, with no fallback: ENOENT says the descriptor was
+/// closed (and dropped from epoll) since it was registered.
+pub fn modify(registry: &Registry, fd: RawFd, interest: Interest) -> io::Result<()> {
+    registry.reregister(&mut SourceFd(&fd), Token(fd as usize), interest)
+}
+
 pub fn update(
     registry: &Registry,
     fd: RawFd,
