@@ -2,6 +2,7 @@
 
 import asyncio
 import concurrent.futures
+import logging
 import socket
 import threading
 
@@ -259,3 +260,43 @@ def test_getnameinfo_error(loop):
             await loop.getnameinfo(("not-an-address", 80), socket.NI_NUMERICHOST)
 
     run_on(loop, main())
+
+
+def test_numeric_names_need_a_usable_resolver(loop):
+    # Answered at once on swordfish, yet refused where the stdlib's executor would be.
+    async def main():
+        await loop.shutdown_default_executor()
+        with pytest.raises(RuntimeError, match="^Executor shutdown has been called$"):
+            await loop.getaddrinfo("127.0.0.1", 80)
+        flags = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+        with pytest.raises(RuntimeError, match="^Executor shutdown has been called$"):
+            await loop.getnameinfo(("127.0.0.1", 80), flags)
+
+    run_on(loop, main())
+    lookup = loop.getaddrinfo("127.0.0.1", 80)
+    loop.close()
+    with pytest.raises(RuntimeError, match="^Event loop is closed$"):
+        lookup.send(None)
+
+
+def test_numeric_names_are_resolved_without_a_thread(sf_loop):
+    async def main():
+        infos = await sf_loop.getaddrinfo("127.0.0.1", 80, type=socket.SOCK_STREAM)
+        names = await sf_loop.getnameinfo(("::1", 80, 0, 0), socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)
+        return infos, names
+
+    infos, names = run_on(sf_loop, main())
+    assert infos[0][4] == ("127.0.0.1", 80) and names == ("::1", "80")
+    assert sf_loop._default_executor is None  # no executor was started for them
+
+
+def test_getaddrinfo_in_debug_mode_logs_the_lookup(loop, caplog):
+    loop.set_debug(True)
+    loop.slow_callback_duration = 3600
+    with caplog.at_level(logging.DEBUG, logger="asyncio"):
+        run_on(loop, loop.getaddrinfo("127.0.0.1", 80, type=socket.SOCK_STREAM))
+    messages = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    assert "Get address info 127.0.0.1:80, type=<SocketKind.SOCK_STREAM: 1>" in messages
+    took = [r for r in caplog.records if r.getMessage().startswith("Getting address info 127.0.0.1:80")]
+    # Below slow_callback_duration: logged at DEBUG, not INFO.
+    assert [r.levelno for r in took] == [logging.DEBUG]

@@ -182,6 +182,12 @@ def test_call_soon_rejects_coroutines_and_non_callables_in_debug(loop):
         loop.call_soon(42)
     with pytest.raises(TypeError, match="coroutines cannot be used with call_soon_threadsafe"):
         loop.call_soon_threadsafe(coro_fn)
+    # call_later hands over to call_at, whose name the stdlib's errors carry.
+    for schedule in (loop.call_later, loop.call_at):
+        with pytest.raises(TypeError, match=r"^a callable object was expected by call_at\(\), got 42$"):
+            schedule(1, 42)
+        with pytest.raises(TypeError, match="^coroutines cannot be used with call_at\\(\\)$"):
+            schedule(1, coro_fn)
 
 
 # ------------------------------------------------------------------ contexts

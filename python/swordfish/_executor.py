@@ -6,6 +6,7 @@ and a numeric port never touches DNS, so it needs no thread.
 
 import asyncio
 import concurrent.futures
+import functools
 import socket
 import threading
 import time
@@ -42,7 +43,7 @@ def _is_numeric_port(port):
     return isinstance(port, str) and port.isdigit()
 
 
-def _getaddrinfo_debug(host, port, family, type, proto, flags):
+def _getaddrinfo_debug(slow, host, port, family, type, proto, flags):
     msg = [f"{host}:{port!r}"]
     if family:
         msg.append(f"family={family!r}")
@@ -58,7 +59,7 @@ def _getaddrinfo_debug(host, port, family, type, proto, flags):
     addrinfo = socket.getaddrinfo(host, port, family, type, proto, flags)
     dt = time.monotonic() - t0
     msg = f"Getting address info {msg} took {dt * 1e3:.3f}ms: {addrinfo!r}"
-    if dt >= 0.1:  # the stdlib's slow_callback_duration default
+    if dt >= slow:
         logger.info(msg)
     else:
         logger.debug(msg)
@@ -137,15 +138,29 @@ class ExecutorMixin:
             if not self.is_closed():
                 self.call_soon_threadsafe(_set_result_unless_done, done, None)
 
+    def _check_resolver(self):
+        # What run_in_executor checks first: an answer given without the executor fails
+        # where the stdlib's, which always uses it, would.
+        self._check_closed()
+        self._check_default_executor()
+
     async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
+        if self.get_debug():
+            resolve = functools.partial(_getaddrinfo_debug, self.slow_callback_duration)
+        else:
+            resolve = socket.getaddrinfo
         if (host is None or _is_ip_literal(host)) and _is_numeric_port(port):
-            return socket.getaddrinfo(host, port, family, type, proto, flags | socket.AI_NUMERICHOST)
-        resolve = _getaddrinfo_debug if self.get_debug() else socket.getaddrinfo
+            # Nothing to look up: answered at once, without a thread.
+            self._check_resolver()
+            if resolve is socket.getaddrinfo:
+                flags |= socket.AI_NUMERICHOST  # and never a lookup, whatever the resolver
+            return resolve(host, port, family, type, proto, flags)
         return await self.run_in_executor(None, resolve, host, port, family, type, proto, flags)
 
     async def getnameinfo(self, sockaddr, flags=0):
         numeric = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
         if flags & numeric == numeric:
+            self._check_resolver()
             return socket.getnameinfo(sockaddr, flags)
         return await self.run_in_executor(None, socket.getnameinfo, sockaddr, flags)
 

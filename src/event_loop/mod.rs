@@ -218,7 +218,8 @@ impl LoopCore {
             return Err(PyTypeError::new_err("delay must not be None"));
         }
         let when = monotonic() + delay.extract::<f64>()?;
-        Self::schedule_at(slf, when, callback, CallArgs::from_tuple(args)?, context, "call_later")
+        // Named call_at in debug-mode errors, as the stdlib's call_later hands over to it.
+        Self::schedule_at(slf, when, callback, CallArgs::from_tuple(args)?, context, "call_at")
     }
 
     #[pyo3(signature = (when, callback, *args, context=None))]
