@@ -487,6 +487,65 @@ async def _read_until(loop, sock, marker):
     return bytes(buf)
 
 
+def test_cancel_sock_sendto(loop, impl, tmp_path):
+    skip_asyncio_before(impl, (3, 11), "sock_sendto")
+    # A Unix datagram receiver whose queue is full makes the sender wait.
+    a = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b.bind(str(tmp_path / "b"))
+    a.setblocking(False)
+    b.setblocking(False)
+    try:
+        queued = 0
+        with pytest.raises(BlockingIOError):
+            while True:
+                a.sendto(b"q", str(tmp_path / "b"))
+                queued += 1
+
+        async def main():
+            await _cancel_pending(loop.create_task(loop.sock_sendto(a, b"late", str(tmp_path / "b"))))
+            assert loop.remove_writer(a) is False
+            for _ in range(queued):
+                assert b.recv(10) == b"q"
+            assert await loop.sock_sendto(a, b"again", str(tmp_path / "b")) == 5
+            assert b.recv(10) == b"again"  # the cancelled datagram was never sent
+
+        run_on(loop, main())
+    finally:
+        a.close()
+        b.close()
+
+
+def test_cancel_sock_sendfile(loop, tcppair, datafile):
+    c, s = tcppair()
+    path, data = datafile
+    filler = fill_send_buffer(c)
+
+    async def main():
+        with open(path, "rb") as f:
+            await _cancel_pending(loop.create_task(loop.sock_sendfile(c, f)))
+        assert loop.remove_writer(c) is False
+        # What went out before the cancellation is a prefix of the file; then the socket
+        # still carries new data.
+        reader = loop.create_task(_read_until(loop, s, b"MARKER"))
+        await loop.sock_sendall(c, b"MARKER")
+        got = (await reader)[filler:]
+        assert got.endswith(b"MARKER") and data.startswith(got[: -len(b"MARKER")])
+
+    run_on(loop, main())
+
+
+def test_sock_connect_to_a_name_that_does_not_resolve(loop):
+    sock = socket.socket()
+    sock.setblocking(False)
+    try:
+        with pytest.raises(socket.gaierror):
+            run_on(loop, loop.sock_connect(sock, ("name.invalid", 80)))
+        assert loop.remove_writer(sock) is False
+    finally:
+        sock.close()
+
+
 def test_cancel_sock_connect(loop):
     # listen(0) with one connection already queued: further SYNs are dropped,
     # so the next connect stays pending.
