@@ -187,6 +187,9 @@ def test_write_buffer_limits(loop, run, pair):
         assert tr.get_write_buffer_limits() == (10, 100_000)
         with pytest.raises(ValueError, match=r"^high \(10\) must be >= low \(20\) must be >= 0$"):
             tr.set_write_buffer_limits(high=10, low=20)
+        # low defaults to high // 4, rounded down as Python does
+        with pytest.raises(ValueError, match=r"^high \(-1\) must be >= low \(-1\) must be >= 0$"):
+            tr.set_write_buffer_limits(high=-1)
         assert tr.get_write_buffer_limits() == (10, 100_000)
         tr.set_write_buffer_limits()
         assert tr.get_write_buffer_limits() == (128 * 1024, 512 * 1024)

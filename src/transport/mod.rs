@@ -70,3 +70,20 @@ pub fn describe_transport(py: Python<'_>, transport: Option<Py<PyAny>>, fd: i32)
         None => Ok(format!("<closed transport fd={fd}>")),
     }
 }
+
+/// Write (and TLS read) buffer limits with the stdlib's defaults: `high` from `low` or a
+/// default, `low` a quarter of `high`.
+pub fn flow_limits(high: Option<i64>, low: Option<i64>, default_high: i64) -> PyResult<(usize, usize)> {
+    let hi = high.unwrap_or_else(|| match low {
+        None => default_high,
+        Some(l) => l.saturating_mul(4),
+    });
+    // Python's floor division (high=-1 gives low=-1, as in the stdlib's message).
+    let lo = low.unwrap_or(hi.div_euclid(4));
+    if !(hi >= lo && lo >= 0) {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "high ({hi}) must be >= low ({lo}) must be >= 0"
+        )));
+    }
+    Ok((hi as usize, lo as usize))
+}

@@ -285,21 +285,11 @@ impl StreamCore {
     fn set_write_buffer_limits(&self, py: Python<'_>, high: Option<Bound<'_, PyAny>>, low: Option<Bound<'_, PyAny>>) -> PyResult<()> {
         let high_v: Option<i64> = high.as_ref().map(|h| h.extract()).transpose()?;
         let low_v: Option<i64> = low.as_ref().map(|l| l.extract()).transpose()?;
-        let high_v = high_v.unwrap_or_else(|| match low_v {
-            None => DEFAULT_HIGH_WATER as i64,
-            Some(l) => 4 * l,
-        });
-        // Python's floor division (high=-1 gives low=-1, as in the stdlib's message).
-        let low_v = low_v.unwrap_or(high_v.div_euclid(4));
-        if !(high_v >= low_v && low_v >= 0) {
-            return Err(PyValueError::new_err(format!(
-                "high ({high_v}) must be >= low ({low_v}) must be >= 0"
-            )));
-        }
+        let (high, low) = crate::transport::flow_limits(high_v, low_v, DEFAULT_HIGH_WATER as i64)?;
         {
             let mut inner = self.inner(py)?;
-            inner.high = high_v as usize;
-            inner.low = low_v as usize;
+            inner.high = high;
+            inner.low = low;
         }
         self.maybe_pause_protocol(py)
     }

@@ -2,6 +2,7 @@
 //! application's `SSLTransport` delegates to.
 
 use super::*;
+use crate::transport::flow_limits;
 
 #[pymethods]
 impl TlsCore {

@@ -174,17 +174,3 @@ impl TlsCore {
     }
 }
 
-/// The stdlib's flow-control defaults: `high` from `low` or a default, `low` a quarter.
-pub fn flow_limits(high: Option<i64>, low: Option<i64>, default_high: i64) -> PyResult<(usize, usize)> {
-    let hi = high.unwrap_or_else(|| match low {
-        None => default_high,
-        Some(l) => 4 * l,
-    });
-    let lo = low.unwrap_or(hi / 4);
-    if !(hi >= lo && lo >= 0) {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "high ({hi}) must be >= low ({lo}) must be >= 0"
-        )));
-    }
-    Ok((hi as usize, lo as usize))
-}
