@@ -64,16 +64,21 @@ pub struct HttpServerState {
     pub logger: Py<PyAny>,
     /// `access_log(scope, status, size, seconds)` or None.
     pub access_log: Option<Py<PyAny>>,
-    /// `pathsend(protocol, transport, path, gen)`: the coroutine that sends a file.
+    /// `pathsend(protocol, transport, path, gen, size)`: the coroutine that sends a file.
     pub pathsend: Py<PyAny>,
     pub lifespan_state: Option<Py<PyDict>>,
     /// Every request's scope starts as a copy of this dict: the constant values (`type`,
-    /// `asgi`, `root_path`, `extensions`) set, the usual ones (`http_version` 1.1, `scheme`
+    /// `root_path`) set, the usual ones (`http_version` 1.1, `scheme`
     /// http, `server` the shared address, `method` GET, an empty `query_string`) too, every
     /// other key present with a placeholder.
     /// Copying a dict of that shape is one allocation and a memcpy; building it key by key
     /// costs several resizes, and each key set costs a lookup.
     pub scope_template: Py<PyDict>,
+    /// The scope's `asgi` dict, and the names of the extensions offered: each request gets
+    /// fresh `asgi` and `extensions` dicts, so that an app that writes into its scope's
+    /// changes no other request's.
+    pub asgi_info: Py<PyDict>,
+    pub extensions: Vec<Py<PyString>>,
     /// The `server` address in the template: the first connection's. The connections to the
     /// same address keep this one object (see `share_server`).
     pub shared_server: GilCell<Option<Py<PyAny>>>,
@@ -104,7 +109,7 @@ impl HttpServerState {
         limit_request_line=8190, limit_header_size=32768, limit_header_count=100,
         limit_body_size=None, limit_concurrency=None, timeout_header_read=10.0, timeout_keep_alive=5.0,
         date_header=true, server_header=Some(b"swordfish".to_vec()), default_headers=Vec::new(),
-        eager_task=None))]
+        eager_task=None, pathsend_supported=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -126,6 +131,7 @@ impl HttpServerState {
         mut server_header: Option<Vec<u8>>,
         default_headers: Vec<(Vec<u8>, Vec<u8>)>,
         eager_task: Option<Py<PyAny>>,
+        pathsend_supported: bool,
     ) -> PyResult<Self> {
         if !(timeout_header_read > 0.0 && timeout_keep_alive >= 0.0) {
             return Err(PyValueError::new_err("timeouts must be positive"));
@@ -154,16 +160,18 @@ impl HttpServerState {
         let asgi_info = PyDict::new(py);
         asgi_info.set_item("version", "3.0")?;
         asgi_info.set_item("spec_version", "2.4")?;
-        let extensions = PyDict::new(py);
-        extensions.set_item("http.response.pathsend", PyDict::new(py))?;
-        extensions.set_item("http.response.trailers", PyDict::new(py))?;
+        // `pathsend` needs the loop's `sendfile` (uvloop has none).
+        let names = if pathsend_supported {
+            &["http.response.pathsend", "http.response.trailers"][..]
+        } else {
+            &["http.response.trailers"][..]
+        };
+        let extensions: Vec<Py<PyString>> = names.iter().map(|n| PyString::intern(py, n).unbind()).collect();
         let scope_template = PyDict::new(py);
         for key in SCOPE_KEYS {
             let value = match key {
                 "type" => PyString::new(py, "http").into_any(),
-                "asgi" => asgi_info.clone().into_any(),
                 "root_path" => PyString::new(py, root_path).into_any(),
-                "extensions" => extensions.clone().into_any(),
                 "http_version" => PyString::intern(py, "1.1").into_any(),
                 "scheme" => PyString::intern(py, "http").into_any(),
                 "method" => PyString::intern(py, "GET").into_any(),
@@ -192,6 +200,8 @@ impl HttpServerState {
             pathsend,
             lifespan_state,
             scope_template: scope_template.unbind(),
+            asgi_info: asgi_info.unbind(),
+            extensions,
             shared_server: GilCell::new(None),
             root_path: root_path.as_bytes().to_vec(),
             root_path_raw: percent_encode_path(root_path.as_bytes()),
@@ -249,6 +259,7 @@ impl HttpServerState {
         visit.call(&self.connections)?;
         visit.call(&self.kw_eager)?;
         visit.call(&self.scope_template)?;
+        visit.call(&self.asgi_info)?;
         // SAFETY: the cyclic GC runs with the GIL held.
         let py = unsafe { Python::assume_attached() };
         if let Some(chained) = self.chained.try_lock(py) {

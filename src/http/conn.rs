@@ -36,7 +36,9 @@ pub struct Request {
     pub discard: bool,
     pub expect_continue: bool,
     pub continue_sent: bool,
-    pub receive_waiter: Option<Py<PyAny>>,
+    /// Pending `receive()` calls, oldest first: a body message goes to the first still
+    /// waiting, the disconnect to all (an app may listen for it in a task of its own).
+    pub receive_waiters: Vec<Py<PyAny>>,
     // response
     pub started: bool,
     pub status: u16,

@@ -499,6 +499,11 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, Reject> {
     Ok(size)
 }
 
+/// A field a trailer section must not carry (RFC 9110 §6.5.1), in a request or a response.
+pub fn forbidden_trailer(name: &[u8]) -> bool {
+    FORBIDDEN_TRAILERS.iter().any(|f| name.eq_ignore_ascii_case(f))
+}
+
 fn check_trailer(line: &[u8]) -> Result<(), Reject> {
     if line.is_empty() {
         return Ok(());
@@ -511,7 +516,7 @@ fn check_trailer(line: &[u8]) -> Result<(), Reject> {
     if !line[colon + 1..].iter().all(|&b| is_value_byte(b)) {
         return Err(bad("invalid trailer field value"));
     }
-    if FORBIDDEN_TRAILERS.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+    if forbidden_trailer(name) {
         return Err(bad("forbidden trailer field"));
     }
     Ok(())

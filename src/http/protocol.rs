@@ -178,7 +178,7 @@ impl HttpProtocol {
                     discard: false,
                     expect_continue: head.expect_continue && !body_done,
                     continue_sent: false,
-                    receive_waiter: None,
+                    receive_waiters: Vec::new(),
                     started: false,
                     status: 0,
                     head: Vec::new(),
@@ -219,9 +219,9 @@ impl HttpProtocol {
                                 n
                             }
                             Err(r) => {
-                                let waiter = req.receive_waiter.take();
+                                let waiters = std::mem::take(&mut req.receive_waiters);
                                 self.reject(py, c, r.status(), None, false, acts);
-                                if let Some(w) = waiter {
+                                for w in waiters {
                                     acts.push(Act::Resolve(w, super::asgi::disconnect_message(py)?));
                                 }
                                 return Ok(());
@@ -235,14 +235,15 @@ impl HttpProtocol {
                 Some(r) => r,
                 None => return Ok(()),
             };
-            if req.receive_waiter.is_some() && (!req.body_buf.is_empty() || (req.body_done && !req.body_final_sent)) {
-                let waiter = req.receive_waiter.take();
-                if let Some(w) = waiter {
-                    if w.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? {
-                        // The app stopped waiting (cancelled): keep the data for the next call.
-                    } else {
+            if !req.receive_waiters.is_empty() && (!req.body_buf.is_empty() || (req.body_done && !req.body_final_sent)) {
+                // The oldest call still waiting gets it; one the app stopped waiting on
+                // (cancelled) is dropped, and with none left the data waits for the next call.
+                while !req.receive_waiters.is_empty() {
+                    let w = req.receive_waiters.remove(0);
+                    if !w.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? {
                         let msg = super::asgi::take_body_message(py, req)?;
                         acts.push(Act::Resolve(w, msg));
+                        break;
                     }
                 }
             }
@@ -395,7 +396,7 @@ impl HttpProtocol {
             }
             c.timer_kind = TimerKind::None;
             if let Some(req) = c.req.as_mut() {
-                if let Some(w) = req.receive_waiter.take() {
+                for w in std::mem::take(&mut req.receive_waiters) {
                     acts.push(Act::Resolve(w, super::asgi::disconnect_message(py)?));
                 }
             }
@@ -542,7 +543,9 @@ impl HttpProtocol {
                 visit.call(t)?;
             }
             if let Some(r) = &c.req {
-                visit.call(&r.receive_waiter)?;
+                for w in &r.receive_waiters {
+                    visit.call(w)?;
+                }
                 visit.call(&r.scope)?;
             }
         }

@@ -22,16 +22,23 @@ _DRAIN_ITERATIONS = 8  # loop iterations between closing the listeners and closi
 _CANCELLED_APP_GRACE = 1.0  # seconds the apps cancelled at the graceful timeout get to clean up
 
 
-async def _pathsend(protocol, transport, path, gen):
-    """`http.response.pathsend`: the file goes out with `loop.sendfile` (zero-copy
-    `os.sendfile` on socket transports that allow it, a read/write loop otherwise)."""
+async def _pathsend(protocol, transport, path, gen, size):
+    """`http.response.pathsend`: the `size` bytes the head announced go out with
+    `loop.sendfile` (zero-copy `os.sendfile` on socket transports that allow it, a
+    read/write loop otherwise). A file that shrank since fails the response (the connection
+    closes); of one that grew, only `size` bytes are sent."""
     ok = False
     try:
         if transport is None or transport.is_closing():
             raise _native.ClientDisconnected("the client disconnected")
         loop = asyncio.get_running_loop()
-        with open(path, "rb") as f:
-            await loop.sendfile(transport, f)
+        try:
+            with open(path, "rb") as f:
+                sent = await loop.sendfile(transport, f, 0, size)
+        except (ConnectionError, BrokenPipeError) as exc:
+            raise _native.ClientDisconnected("the client disconnected") from exc
+        if sent != size:
+            raise RuntimeError(f"the file shrank while it was sent: {sent} of {size} bytes")
         ok = True
     finally:
         protocol._pathsend_done(gen, ok)
@@ -112,6 +119,7 @@ class Server:
                 loop,
                 logger=logger,
                 pathsend=_pathsend,
+                pathsend_supported=type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile,
                 access_log=_access_log if config.access_log and access_logger.isEnabledFor(logging.INFO) else None,
                 root_path=config.root_path,
                 lifespan_state=lifespan.state if lifespan.supported else None,

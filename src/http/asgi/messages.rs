@@ -2,6 +2,7 @@
 //! may run Python code): their keys, status, headers and body, checked as the spec says.
 
 use super::super::config::HttpServerState;
+use super::super::parse::forbidden_trailer;
 use super::super::response::{http_date, push_header, push_status_line};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
@@ -15,6 +16,17 @@ pub(super) enum Message<'py> {
     Body { body: Bound<'py, PyBytes>, more: bool },
     Trailers { fields: Vec<u8>, more: bool },
     PathSend { path: Bound<'py, PyAny>, size: u64 },
+}
+
+impl Message<'_> {
+    pub(super) fn type_name(&self) -> &'static str {
+        match self {
+            Message::Start { .. } => "http.response.start",
+            Message::Body { .. } => "http.response.body",
+            Message::Trailers { .. } => "http.response.trailers",
+            Message::PathSend { .. } => "http.response.pathsend",
+        }
+    }
 }
 
 pub(super) fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -96,6 +108,11 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
             if !(100..=999).contains(&status) {
                 return Err(PyValueError::new_err(format!("invalid status {status}")));
             }
+            if status < 200 {
+                // RFC 9110 §15.2: an informational status is never the final response, and a
+                // client would wait on for one.
+                return Err(PyValueError::new_err(format!("status {status} is informational, not a response")));
+            }
             let trailers = match get(msg, intern!(py, "trailers"))? {
                 Some(t) => t.is_truthy()?,
                 None => false,
@@ -104,8 +121,8 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
             push_status_line(&mut head, status);
             let (mut length, mut close, mut date, mut server) = (None, false, false, false);
             let (mut bad_length, mut bad_coding) = (false, false);
-            // RFC 9110 §8.6, RFC 9112 §6.1: no framing headers on a 1xx or 204 response.
-            let no_content = status == 204 || status < 200;
+            // RFC 9110 §8.6, RFC 9112 §6.1: no framing headers on a 204 response.
+            let no_content = status == 204;
             let defaults = &state.default_headers;
             let mut replaced: u64 = 0;
             header_fields(py, get(msg, intern!(py, "headers"))?, &mut head, |n, v| {
@@ -132,7 +149,10 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
                     bad_coding |= !v.trim_ascii().eq_ignore_ascii_case(b"chunked");
                     return false;
                 } else if n.eq_ignore_ascii_case(b"connection") {
+                    // Connection management is the server's: an app's `close` is honoured,
+                    // and the one Connection header is the server's own.
                     close |= v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+                    return false;
                 } else if n.eq_ignore_ascii_case(b"date") {
                     date = true;
                 } else if n.eq_ignore_ascii_case(b"server") {
@@ -181,7 +201,8 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
         }
         "http.response.trailers" => {
             let mut fields = Vec::new();
-            header_fields(py, get(msg, intern!(py, "headers"))?, &mut fields, |_, _| true)?;
+            // Framing, routing and the like have no place in trailers: left out.
+            header_fields(py, get(msg, intern!(py, "headers"))?, &mut fields, |n, _| !forbidden_trailer(n))?;
             let more = match get(msg, intern!(py, "more_trailers"))? {
                 Some(m) => m.is_truthy()?,
                 None => false,

@@ -69,7 +69,19 @@ pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<
     let fut = this.state.get().lp.call_method0(py, intern!(py, "create_future"))?;
     let mut c = this.lock(py)?;
     match current(&mut c, gen) {
-        Some(req) => req.receive_waiter = Some(fut.clone_ref(py)),
+        Some(req) => {
+            // Calls the app gave up on (a receive() under a timeout that ran out) go first,
+            // or polling for a disconnect that way would pile them up.
+            let mut pending = Vec::with_capacity(req.receive_waiters.len() + 1);
+            for w in req.receive_waiters.drain(..) {
+                let done = w.bind(py).call_method0(intern!(py, "done")).and_then(|d| d.is_truthy());
+                if !done.unwrap_or(false) {
+                    pending.push(w);
+                }
+            }
+            pending.push(fut.clone_ref(py));
+            req.receive_waiters = pending;
+        }
         None => {
             drop(c);
             fut.call_method1(py, intern!(py, "set_result"), (disconnect_message(py)?,))?;

@@ -125,6 +125,13 @@ pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Hea
         set(intern!(py, "query_string"), PyBytes::new(py, query).into_any())?;
     }
     set(intern!(py, "headers"), headers.into_any())?;
+    // Fresh per request: nothing an app writes into them reaches another request.
+    set(intern!(py, "asgi"), state.asgi_info.bind(py).copy().map_err(fail)?.into_any())?;
+    let extensions = PyDict::new(py);
+    for name in &state.extensions {
+        extensions.set_item(name.bind(py), PyDict::new(py)).map_err(fail)?;
+    }
+    set(intern!(py, "extensions"), extensions.into_any())?;
     if let Some(ls) = &state.lifespan_state {
         set(intern!(py, "state"), ls.bind(py).copy().map_err(fail)?.into_any())?;
     }

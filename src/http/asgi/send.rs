@@ -1,9 +1,9 @@
 //! `send()`: the response head, body and trailers written in order and framed (length or
 //! chunked), `http.response.pathsend`, and what follows once the response is complete.
 
-use super::super::conn::{Act, Conn, Request};
+use super::super::conn::{Act, Conn, Request, TimerKind};
 use super::super::protocol::HttpProtocol;
-use super::super::response::{bodiless, push_chunk_size, push_decimal, LAST_CHUNK};
+use super::super::response::{bodiless, push_chunk_size, push_decimal, reason, simple_response, LAST_CHUNK};
 use super::messages::{read_message, Message};
 use super::receive::disconnect_message;
 use super::{current, ready_none, ClientDisconnected, COPY_LIMIT};
@@ -59,7 +59,11 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
             return Err(ClientDisconnected::new_err("the client disconnected"));
         }
         let Some(req) = current(&mut c, gen) else {
-            return Err(ClientDisconnected::new_err("the response is complete"));
+            // The connection went on to its next request: this one's response is done.
+            return Err(PyRuntimeError::new_err(format!(
+                "Unexpected ASGI message '{}' sent, after response already completed.",
+                msg.type_name()
+            )));
         };
         let mut done = false;
         let mut error = None;
@@ -85,14 +89,22 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
                     return Err(PyRuntimeError::new_err("Unexpected ASGI message 'http.response.body' sent, after response already completed."));
                 }
                 let data = body.as_bytes();
-                let mut out = if req.head_written { Vec::new() } else { close_head(req, data.len(), more) };
+                let fresh = !req.head_written;
+                let mut out = if fresh { close_head(req, data.len(), more) } else { Vec::new() };
                 let mut big = None;
                 let has_body = !bodiless(req.status, req.head_method);
                 let total = req.sent + data.len() as u64;
                 if has_body && req.app_length.is_some_and(|n| total > n) {
-                    // Nothing of this message goes out: the connection closes.
+                    // Nothing of this message goes out: the connection closes. If nothing went
+                    // out before either, the client gets a 500, as for an app that failed
+                    // before its response.
                     error = Some(PyRuntimeError::new_err("Response content longer than Content-Length"));
                     out.clear();
+                    if fresh {
+                        req.status = 500;
+                        req.sent = if req.head_method { 0 } else { reason(500).len() as u64 };
+                        acts.push(Act::Write(simple_response(500, req.head_method, state.date_header, state.server_header.as_deref())));
+                    }
                 } else if has_body {
                     if !more && req.app_length.is_some_and(|n| total < n) {
                         error = Some(PyRuntimeError::new_err("Response content shorter than Content-Length"));
@@ -186,12 +198,15 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
                 } else {
                     req.sent = size;
                     let transport = c.transport.as_ref().map(|t| t.clone_ref(py));
-                    pathsend = Some((path.unbind(), transport));
+                    pathsend = Some((path.unbind(), transport, size));
                 }
             }
         }
         if let Some(e) = error {
             let Some(req) = c.req.as_mut() else { return Err(e) };
+            if let Some(scope) = req.scope.take() {
+                acts.push(Act::AccessLog(Some(scope), None, req.status, req.sent, monotonic() - req.start));
+            }
             req.complete = true;
             req.keep_alive = false;
             c.closing = true;
@@ -205,9 +220,9 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
     })();
     HttpProtocol::run_acts(proto, acts)?;
     outcome?;
-    if let Some((path, transport)) = pathsend {
+    if let Some((path, transport, size)) = pathsend {
         let t = transport.unwrap_or_else(|| py.None());
-        return state.pathsend.call1(py, (proto, t, path, gen));
+        return state.pathsend.call1(py, (proto, t, path, gen, size));
     }
     let c = this.lock(py)?;
     if c.writing_paused && !c.lost {
@@ -226,7 +241,7 @@ fn response_complete(py: Python<'_>, this: &HttpProtocol, c: &mut Conn, acts: &m
     if let Some(scope) = req.scope.take() {
         acts.push(Act::AccessLog(Some(scope), None, req.status, req.sent, monotonic() - req.start));
     }
-    if let Some(w) = req.receive_waiter.take() {
+    for w in std::mem::take(&mut req.receive_waiters) {
         acts.push(Act::Resolve(w, disconnect_message(py)?));
     }
     if req.body_done {
@@ -238,13 +253,15 @@ fn response_complete(py: Python<'_>, this: &HttpProtocol, c: &mut Conn, acts: &m
         c.closing = true;
         acts.push(Act::Close);
     } else {
-        // The rest of the body is read and dropped: reading may have paused on it.
+        // The rest of the body is read and dropped: reading may have paused on it. It has
+        // the keep-alive timeout to arrive, or a client could hold the connection forever.
         req.discard = true;
         req.body_buf = Vec::new();
         if c.reading_paused && !c.lost {
             c.reading_paused = false;
             acts.push(Act::ResumeReading);
         }
+        this.set_timer(c, TimerKind::KeepAlive, this.state.get().timeout_keep_alive, acts);
         this.advance(py, c, acts)?;
     }
     Ok(())
