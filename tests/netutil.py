@@ -169,3 +169,16 @@ def tls(tls_files):
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client.load_verify_locations(cert)
     return server, client
+
+
+def first_protocol(loop, cls=Recorder):
+    """A protocol factory for a server, and a future resolved with its first protocol."""
+    first = loop.create_future()
+
+    def factory():
+        proto = cls()
+        if not first.done():
+            first.set_result(proto)
+        return proto
+
+    return factory, first

@@ -16,6 +16,7 @@ import pytest
 from conftest import PY, reset_close
 from netutil import (
     Recorder,
+    first_protocol,
     socket_fds,
     tls,  # noqa: F401 (fixture)
     tls_files,  # noqa: F401 (fixture)
@@ -67,19 +68,6 @@ def listener():
     s.setblocking(False)
     yield s
     s.close()
-
-
-def first_protocol(loop, cls=Recorder):
-    """A protocol factory for a server, and a future resolved with its first protocol."""
-    first = loop.create_future()
-
-    def factory():
-        proto = cls()
-        if not first.done():
-            first.set_result(proto)
-        return proto
-
-    return factory, first
 
 
 async def wait(aw):

@@ -20,10 +20,11 @@ import weakref
 
 import pytest
 
-from netutil import tls, tls_files  # noqa: F401 (fixtures)
+from netutil import first_protocol, tls, tls_files  # noqa: F401 (fixtures)
 from transportutil import (
     BufRec,
     Rec,
+    close_then_drop_writes,
     collapse,
     digest,
     fill_until_queued,
@@ -41,14 +42,7 @@ async def open_pair(loop, contexts, client=Rec, server=Rec):
     protocol, server transport, server protocol). The listening server is closed once it
     accepted; the connection stays open."""
     server_ctx, client_ctx = contexts
-    accepted = loop.create_future()
-
-    def factory():
-        protocol = server()
-        if not accepted.done():
-            accepted.set_result(protocol)
-        return protocol
-
+    factory, accepted = first_protocol(loop, server)
     srv = await loop.create_server(factory, "127.0.0.1", 0, ssl=server_ctx)
     try:
         port = srv.sockets[0].getsockname()[1]
@@ -353,12 +347,7 @@ def test_writes_after_close_are_dropped_then_logged(loop, run, pair, caplog):
 
     async def main():
         tr, pr, peer, ppr = await pair()
-        tr.close()
-        for _ in range(5):
-            tr.write(b"dropped")
-        assert warnings_from(caplog, message) == []
-        tr.write(b"dropped")
-        assert len(warnings_from(caplog, message)) == 1
+        close_then_drop_writes(tr, caplog, message)
         assert await pr.lost is None
         tr.write(b"dropped")
         tr.writelines([b"dropped"])

@@ -13,6 +13,7 @@ import pytest
 from conftest import PY
 from transportutil import (
     Rec,
+    close_then_drop_writes,
     collapse,
     connect_pipe,
     handler_calls,
@@ -379,12 +380,7 @@ def test_write_pipe_writes_after_close_are_dropped_then_logged(loop, run, pipes,
 
     async def main():
         tr, pr, r = await pipes.write(Rec)
-        tr.close()
-        for _ in range(5):
-            tr.write(b"dropped")
-        assert warnings_from(caplog, message) == []
-        tr.write(b"dropped")
-        assert len(warnings_from(caplog, message)) == 1
+        close_then_drop_writes(tr, caplog, message)
         assert await pr.lost is None
         tr.write(b"dropped")
         assert len(warnings_from(caplog, message)) == 2

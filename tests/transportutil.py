@@ -231,6 +231,17 @@ def warnings_from(caplog, text):
             and r.levelno == logging.WARNING]
 
 
+def close_then_drop_writes(tr, caplog, message):
+    """close(), then the stdlib's count of the TLS and pipe transports: five writes are
+    dropped quietly, the sixth logs `message`."""
+    tr.close()
+    for _ in range(5):
+        tr.write(b"dropped")
+    assert warnings_from(caplog, message) == []
+    tr.write(b"dropped")
+    assert len(warnings_from(caplog, message)) == 1
+
+
 # -- pipes -----------------------------------------------------------------------------
 
 

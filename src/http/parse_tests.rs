@@ -212,6 +212,26 @@ fn head_verdict_does_not_depend_on_how_it_arrives() {
     }
 }
 
+/// A chunked body fed to a decoder (limit 1000) in pieces ending at `cuts`, as the protocol
+/// does: Ok(body, bytes left after its end) with usize::MAX while not done, or Err(status).
+fn decode_in_pieces(raw: &[u8], cuts: &[usize]) -> Result<(Vec<u8>, usize), u16> {
+    let mut d = ChunkedDecoder::new(1000);
+    let (mut out, mut pending, mut from) = (Vec::new(), Vec::new(), 0);
+    for &cut in cuts.iter().chain([raw.len()].iter()) {
+        pending.extend_from_slice(&raw[from..cut]);
+        from = cut;
+        let n = d.feed(&pending, &mut out).map_err(|e| e.status())?;
+        assert!(n <= pending.len());
+        pending.drain(..n);
+        assert!(out.len() as u64 <= 1000);
+        if d.is_done() {
+            pending.extend_from_slice(&raw[from..]);
+            return Ok((out, pending.len()));
+        }
+    }
+    Ok((out, usize::MAX)) // not done
+}
+
 #[test]
 fn chunked_body_does_not_depend_on_how_it_arrives() {
     let bodies: &[&[u8]] = &[
@@ -225,28 +245,13 @@ fn chunked_body_does_not_depend_on_how_it_arrives() {
         b"3e9\r\n",
         b"5\rhello\r\n0\r\n\r\n",
     ];
-    let run = |raw: &[u8], cuts: &[usize]| -> Result<(Vec<u8>, usize), u16> {
-        let mut d = ChunkedDecoder::new(1000);
-        let (mut out, mut pending, mut from) = (Vec::new(), Vec::new(), 0);
-        for &cut in cuts.iter().chain([raw.len()].iter()) {
-            pending.extend_from_slice(&raw[from..cut]);
-            from = cut;
-            let n = d.feed(&pending, &mut out).map_err(|e| e.status())?;
-            pending.drain(..n);
-            if d.is_done() {
-                pending.extend_from_slice(&raw[from..]);
-                return Ok((out, pending.len()));
-            }
-        }
-        Ok((out, usize::MAX)) // not done
-    };
     for raw in bodies {
-        let whole = run(raw, &[]);
+        let whole = decode_in_pieces(raw, &[]);
         let name = String::from_utf8_lossy(raw);
         let bytes: Vec<usize> = (1..raw.len()).collect();
-        assert_eq!(run(raw, &bytes), whole, "byte by byte: {name:?}");
+        assert_eq!(decode_in_pieces(raw, &bytes), whole, "byte by byte: {name:?}");
         for cut in 1..raw.len() {
-            assert_eq!(run(raw, &[cut]), whole, "cut at {cut}: {name:?}");
+            assert_eq!(decode_in_pieces(raw, &[cut]), whole, "cut at {cut}: {name:?}");
         }
     }
 }
@@ -337,29 +342,12 @@ fn mutated_chunked_bodies_decode_alike_however_they_arrive() {
         b"a\r\n0123456789\r\nA ; x\r\n0123456789\r\n0\r\n\r\n",
         b"1\r\nx\r\n0\r\n\r\n",
     ];
-    let run = |raw: &[u8], cuts: &[usize]| -> Result<(Vec<u8>, usize), u16> {
-        let mut d = ChunkedDecoder::new(1000);
-        let (mut out, mut pending, mut from) = (Vec::new(), Vec::new(), 0);
-        for &cut in cuts.iter().chain([raw.len()].iter()) {
-            pending.extend_from_slice(&raw[from..cut]);
-            from = cut;
-            let n = d.feed(&pending, &mut out).map_err(|e| e.status())?;
-            assert!(n <= pending.len());
-            pending.drain(..n);
-            assert!(out.len() as u64 <= 1000);
-            if d.is_done() {
-                pending.extend_from_slice(&raw[from..]);
-                return Ok((out, pending.len()));
-            }
-        }
-        Ok((out, usize::MAX))
-    };
     let mut rng = Rng(0xc4a2_7b0d_1e5f_0a17);
     let mut decoded = 0;
     for round in 0..20_000 {
         let raw = mutate(bodies[round % bodies.len()], &mut rng);
-        let whole = run(&raw, &[]);
-        assert_eq!(run(&raw, &cuts(raw.len(), &mut rng)), whole, "{:?}", String::from_utf8_lossy(&raw));
+        let whole = decode_in_pieces(&raw, &[]);
+        assert_eq!(decode_in_pieces(&raw, &cuts(raw.len(), &mut rng)), whole, "{:?}", String::from_utf8_lossy(&raw));
         if matches!(whole, Ok((_, rest)) if rest != usize::MAX) {
             decoded += 1;
         }
