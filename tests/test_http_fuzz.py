@@ -9,7 +9,6 @@ by its mutation ends at the end of the stream instead of waiting for the header 
 import asyncio
 import random
 
-
 from httputil import echo_app, port_of, read_response, serving
 from test_http_corpus import VALID
 
