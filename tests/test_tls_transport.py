@@ -7,6 +7,7 @@ The plain-socket versions of these tests are test_transports*.py; start_tls, sen
 ALPN, client certificates and handshake timeouts are in test_tls_api.py.
 """
 
+import array
 import asyncio
 import gc
 import os
@@ -142,6 +143,18 @@ def test_writelines_with_bytes_like_objects(loop, run, pair):
         got = await arrived(ppr, len(expected))
         assert len(got) == len(expected) and digest(got) == digest(expected)
         assert await pr.received(4) == b"back"
+
+    run(main(), TIMEOUT)
+
+
+def test_memoryviews_of_wide_items_are_sent_as_their_bytes(loop, run, pair):
+    async def main():
+        tr, pr, peer, ppr = await pair()
+        wide = memoryview(array.array("i", [1, 2, 3]))
+        tr.write(wide)
+        tr.writelines([wide])
+        expected = wide.tobytes() * 2
+        assert await ppr.received(len(expected)) == expected
 
     run(main(), TIMEOUT)
 

@@ -22,10 +22,10 @@ impl TlsCore {
                     Ok(b) => b,
                     // bytearray and memoryview may change after write() returns.
                     Err(e) => {
+                        // Its raw bytes, whatever the item format (an `array('i')` view
+                        // is four bytes an item, not one) or layout.
                         let obj = e.into_inner();
-                        PyBytes::new(py, &obj.extract::<Vec<u8>>().or_else(|_| {
-                            obj.call_method0(intern!(py, "tobytes")).and_then(|b| b.extract::<Vec<u8>>())
-                        })?)
+                        PyMemoryView::from(&obj)?.call_method0(intern!(py, "tobytes"))?.cast_into::<PyBytes>()?
                     }
                 };
                 inner.backlog_size += bytes.len()?;
