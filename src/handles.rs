@@ -223,7 +223,13 @@ impl Handle {
         let Some((func, args, context)) = taken else { return Ok(false) };
         let result = match &context {
             Some(ctx) => run_in_context(py, ctx, &func, &args),
-            None => args.call(py, &func),
+            None => match &args {
+                // `asyncio.sleep()`'s timer on a native future, without the Python call.
+                CallArgs::Two(fut, value) if crate::tasks::is_sleep_callback(func.bind(py)) => {
+                    crate::tasks::set_result_unless_cancelled(fut.bind(py), value.bind(py), &func)
+                }
+                _ => args.call(py, &func),
+            },
         };
         match result {
             Ok(()) => Ok(true),

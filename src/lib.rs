@@ -10,6 +10,7 @@ mod reactor;
 mod sock_ops;
 mod spare;
 mod sync;
+mod tasks;
 mod timers;
 mod transport;
 
@@ -37,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transport::datagram::DatagramCore>()?;
     m.add_class::<transport::tls::TlsCore>()?;
     http::register(m)?;
+    tasks::register(m)?;
     m.add_function(wrap_pyfunction!(monotonic, m)?)?;
     m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;
     Ok(())

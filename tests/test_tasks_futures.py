@@ -267,31 +267,43 @@ def test_task_steps_and_callbacks_keep_one_fifo_order(loop):
 
 
 def test_task_step_that_raises_is_reported_with_its_handle(loop):
-    # A task marked done behind its back (the base class's set_result) makes its pending
-    # step raise InvalidStateError: the loop reports it like any failed callback, naming the
-    # step's handle, and goes on.
+    # A task's step that cannot start (another task is marked current on the loop, so
+    # `_enter_task` refuses) raises RuntimeError: the loop reports it like any failed
+    # callback, with a handle, and goes on.
     seen = []
     loop.set_exception_handler(lambda lp, ctx: seen.append(ctx))
+    intruder = object()
 
     async def never():
         return 1
 
-    async def main():
-        coro = never()
-        task = loop.create_task(coro)
-        asyncio.Future.set_result(task, 2)
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-        coro.close()
-        return task.result()
+    def occupy():
+        asyncio.tasks._enter_task(loop, intruder)
 
-    assert loop.run_until_complete(main()) == 2
+    def release():
+        asyncio.tasks._leave_task(loop, intruder)
+
+    async def main():
+        # The callbacks are queued around the new task's first step.
+        loop.call_soon(occupy)
+        task = loop.create_task(never())
+        loop.call_soon(release)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return task
+
+    task = loop.run_until_complete(main())
+    assert not task.done()
     assert len(seen) == 1, seen
     ctx = seen[0]
     assert ctx["message"].startswith("Exception in callback ")
-    assert isinstance(ctx["exception"], asyncio.InvalidStateError)
-    assert "already done" in str(ctx["exception"])
-    assert "TaskStepMethWrapper" in repr(ctx["handle"])
+    assert isinstance(ctx["exception"], RuntimeError)
+    assert "Cannot enter into task" in str(ctx["exception"])
+    assert callable(ctx["handle"].cancel)
+    # The task never ran and has no step queued: let it go without a report.
+    task._log_destroy_pending = False
+    asyncio.tasks._unregister_task(task)
+    task.get_coro().close()
 
 
 def test_keyboard_interrupt_in_task_step_leaves_the_rest_queued(loop):

@@ -7,6 +7,7 @@ sockets, signals and the networking API.
 """
 
 import asyncio
+import os
 import sys
 import threading
 import warnings
@@ -72,6 +73,12 @@ class Loop(
         self._init_executor()
         self._init_signals()
         self.set_debug(coroutines._is_debug_mode())
+        # Native futures and tasks (see src/tasks) schedule their callbacks inside the loop,
+        # so a subclass that overrides call_soon gets the C ones, which go through it.
+        self._set_native_tasks(
+            os.environ.get("SWORDFISH_NATIVE_TASKS", "1") != "0"
+            and type(self).call_soon is _native.LoopCore.call_soon
+        )
 
     def __repr__(self):
         return (

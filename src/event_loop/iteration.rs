@@ -7,6 +7,7 @@ use crate::handles::{Failure, Handle, TimerHandle};
 use crate::pyutil::{is_exit, os_error};
 use crate::reactor::{self, Poller, Readiness};
 use crate::sync::lock;
+use crate::tasks::StepArg;
 use crate::transport::stream::StreamCore;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -186,6 +187,13 @@ impl LoopCore {
         while let Some(item) = batch.next() {
             let handle = match item {
                 Ready::Call(h) => h,
+                Ready::Step(task, arg) => {
+                    if let Err(err) = Self::run_step(slf, task, arg) {
+                        Self::requeue(this, py, batch)?;
+                        return Err(err);
+                    }
+                    continue;
+                }
                 Ready::Io(target, ev) => {
                     if let Err(err) = target.dispatch(py, ev) {
                         if is_exit(py, &err) {
@@ -222,6 +230,32 @@ impl LoopCore {
             }
         }
         Ok(())
+    }
+
+    /// Run a native task's step. What escapes it (KeyboardInterrupt and SystemExit, after
+    /// the task took them as its exception, or a failure of the step machinery itself)
+    /// is handled as a failed callback is: the first two leave the loop, the rest go to the
+    /// exception handler with a handle showing the wake-up that failed.
+    fn run_step(slf: &Bound<'_, Self>, task: Py<PyAny>, arg: StepArg) -> PyResult<()> {
+        let py = slf.py();
+        let woken_by = match &arg {
+            StepArg::Wakeup(fut) => Some(fut.clone_ref(py)),
+            _ => None,
+        };
+        let described = (task.clone_ref(py), woken_by);
+        let Err(err) = crate::tasks::run_step(py, task, arg) else { return Ok(()) };
+        if is_exit(py, &err) {
+            return Err(err);
+        }
+        let (task, arg) = described;
+        let func = crate::tasks::wakeup_callable(task.bind(py))?;
+        let args = match arg {
+            Some(a) => crate::call_args::CallArgs::One(a),
+            None => crate::call_args::CallArgs::Zero,
+        };
+        let handle = Py::new(py, slf.get().native_handle_with(py, func.clone().unbind(), args.clone_ref(py))?)?;
+        let failure = Failure { err, func: func.unbind(), args: args.to_tuple(py)? };
+        Self::report(slf, &handle, failure)
     }
 
     /// Count `len` more bytes held until the end of this iteration, and hold `core`'s

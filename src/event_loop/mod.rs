@@ -14,6 +14,7 @@ use crate::reactor::{self, Poller, Readiness, WAKER_TOKEN};
 use crate::sock_ops;
 use crate::spare::SparePool;
 use crate::sync::GilCell;
+use crate::tasks::StepArg;
 use crate::timers::TimerQueue;
 use crate::transport::stream::StreamCore;
 use crate::transport::IoTarget;
@@ -34,10 +35,12 @@ mod scheduling;
 use io_registry::IoEntry;
 pub(crate) use io_registry::Which;
 
-/// One entry of the ready queue: a callback, or a native transport's readiness event.
+/// One entry of the ready queue: a callback, a native transport's readiness event, or the
+/// next step of a native task (`crate::tasks`).
 enum Ready {
     Call(Py<Handle>),
     Io(IoTarget, Readiness),
+    Step(Py<PyAny>, StepArg),
 }
 
 #[derive(Default)]
@@ -91,6 +94,9 @@ pub struct LoopCore {
     /// (`_thread_id`, as the stdlib loop names it). Native so that `is_running()`, which
     /// every eager task's start asks, costs no Python frame.
     thread_id: GilCell<Option<Py<PyAny>>>,
+    /// Whether `create_future`/`create_task` make swordfish's native futures and tasks
+    /// (`crate::tasks`) when nothing asks for the C ones (debug mode, a task factory).
+    native_tasks: AtomicBool,
 }
 
 impl LoopCore {
@@ -160,6 +166,7 @@ impl LoopCore {
             spare: GilCell::new(SparePool::default()),
             recv_spare: GilCell::new(None),
             thread_id: GilCell::new(None),
+            native_tasks: AtomicBool::new(true),
         })
     }
 
@@ -324,6 +331,15 @@ impl LoopCore {
         Self::new_future(slf)
     }
 
+    /// Whether this loop makes native futures and tasks (see `native_tasks`).
+    fn _native_tasks(&self) -> bool {
+        self.native_tasks.load(Ordering::Relaxed)
+    }
+
+    fn _set_native_tasks(&self, enabled: bool) {
+        self.native_tasks.store(enabled, Ordering::Relaxed);
+    }
+
     #[pyo3(signature = (coro, *, name=None, context=None, **kwargs))]
     fn create_task<'py>(
         slf: &Bound<'py, Self>,
@@ -335,8 +351,7 @@ impl LoopCore {
         let this = slf.get();
         let py = slf.py();
         this.check_closed()?;
-        let plain = context.is_none()
-            && kwargs.is_none_or(|k| k.is_empty())
+        let plain = kwargs.is_none_or(|k| k.is_empty())
             && !this.debug()
             && this.task_factory.lock(py)?.is_none();
         if !plain {
@@ -345,6 +360,12 @@ impl LoopCore {
                 (coro, name, context),
                 kwargs,
             );
+        }
+        if this.native_tasks.load(Ordering::Relaxed) && (context.is_none() || crate::tasks::globals().minor >= 11) {
+            return crate::tasks::new_task(slf, coro, name, context);
+        }
+        if context.is_some() {
+            return slf.call_method(intern!(py, "_create_task_slow"), (coro, name, context), kwargs);
         }
         match name {
             None if Self::is_running_here(slf) => this.task_type.bind(py).call1((coro,)),
@@ -448,6 +469,10 @@ impl LoopCore {
                 match item {
                     Ready::Call(h) => visit.call(h)?,
                     Ready::Io(t, ..) => t.visit(&visit)?,
+                    Ready::Step(t, arg) => {
+                        visit.call(t)?;
+                        visit.call(arg.object())?;
+                    }
                 }
             }
             for t in st.timers.iter() {

@@ -5,6 +5,7 @@ use super::{LoopCore, Ready};
 use crate::call_args::CallArgs;
 use crate::handles::{hand_back, hide_from_gc, Handle, HandleContext, TimerHandle};
 use crate::pyutil::vectorcall_kw;
+use crate::tasks::StepArg;
 use pyo3::prelude::*;
 use pyo3::{ffi, intern};
 use std::sync::atomic::Ordering;
@@ -165,7 +166,12 @@ impl LoopCore {
     /// A handle for a native watcher callback: no arguments, and no context (native code
     /// reads no context variable).
     pub(crate) fn native_handle(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<Handle> {
-        Handle::new(py, callback, CallArgs::Zero, HandleContext::Unneeded, &self.shared)
+        self.native_handle_with(py, callback, CallArgs::Zero)
+    }
+
+    /// A handle for native code, with arguments (the report of a failed task step).
+    pub(crate) fn native_handle_with(&self, py: Python<'_>, callback: Py<PyAny>, args: CallArgs) -> PyResult<Handle> {
+        Handle::new(py, callback, args, HandleContext::Unneeded, &self.shared)
     }
 
     /// Whether this loop is the calling thread's running loop. Then `Future()` and
@@ -189,13 +195,41 @@ impl LoopCore {
         }
     }
 
-    /// `create_future()` for native code.
+    /// `create_future()` for native code: a native future unless debug mode or a task
+    /// factory asks for the C types (see `crate::tasks`).
     pub(crate) fn new_future<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let this = slf.get();
+        if this.native_tasks.load(Ordering::Relaxed)
+            && !this.debug()
+            && this.task_factory.lock(slf.py())?.is_none()
+        {
+            return crate::tasks::new_future(slf);
+        }
         if Self::is_running_here(slf) {
             return this.future_type.bind(slf.py()).call0();
         }
         vectorcall_kw(slf.py(), &this.future_type, &[slf.as_any()], &this.kw_loop)
+    }
+
+    /// Queue the next step of a native task (`crate::tasks`), as `call_soon` would queue
+    /// the C task's step or wake-up: "Event loop is closed" on a closed loop.
+    pub(crate) fn push_step(slf: &Bound<'_, Self>, task: Py<PyAny>, arg: StepArg) -> PyResult<()> {
+        let this = slf.get();
+        this.check_closed()?;
+        this.state.lock(slf.py())?.ready.push_back(Ready::Step(task, arg));
+        Ok(())
+    }
+
+    /// `call_soon(callback, arg, context=context)` for a native future's done callback.
+    pub(crate) fn call_soon_with_context(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        arg: &Bound<'_, PyAny>,
+        context: Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let args = CallArgs::One(arg.clone().unbind());
+        Self::schedule_soon(slf, callback, args, Some(context), "call_soon", true)?;
+        Ok(())
     }
 
     /// `call_soon(callback)` for native code.

@@ -1,0 +1,550 @@
+//! The state of a native future, shared by `Future` and `Task` (a task is a future too), and
+//! the operations the C `Future` implements: results, exceptions, cancellation and the
+//! done callbacks.
+
+use super::{future_core, globals, pytype, task_core};
+use crate::event_loop::LoopCore;
+use crate::sync::GilCell;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use pyo3::ffi;
+use std::cell::Cell;
+use std::ffi::c_void;
+
+#[repr(u8)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum FutState {
+    Pending = 0,
+    Cancelled = 1,
+    Finished = 2,
+}
+
+/// A done callback. `context` None marks a native task waiting for this future: it is
+/// woken by queueing its next step, with no handle and no wake-up object.
+pub(crate) struct Callback {
+    pub func: Py<PyAny>,
+    pub context: Option<Py<PyAny>>,
+}
+
+/// What every future refers to. All `None` (zeroed memory) is a valid, uninitialised
+/// future: then `lp` is None and every method reports "Future object is not initialized."
+#[derive(Default)]
+pub(crate) struct Hot {
+    pub lp: Option<Py<LoopCore>>,
+    pub result: Option<Py<PyAny>>,
+    pub first: Option<Callback>,
+    /// What most futures never need, allocated when first needed: it keeps the future
+    /// small (see `pytype`).
+    pub cold: Option<Box<Cold>>,
+}
+
+#[derive(Default)]
+pub(crate) struct Cold {
+    pub exception: Option<Py<PyAny>>,
+    /// The exception's traceback when it was set (3.11+ restore it on `result()`).
+    pub exception_tb: Option<Py<PyAny>>,
+    pub cancel_message: Option<Py<PyAny>>,
+    /// The `CancelledError` that cancelled a task, to be re-raised (or chained) later.
+    pub cancelled_exc: Option<Py<PyAny>>,
+    /// The callbacks after the first.
+    pub rest: Vec<Callback>,
+}
+
+impl Hot {
+    fn cold(&mut self) -> &mut Cold {
+        self.cold.get_or_insert_with(Default::default)
+    }
+
+    fn exception(&self) -> Option<&Py<PyAny>> {
+        self.cold.as_ref().and_then(|c| c.exception.as_ref())
+    }
+
+    fn callbacks(&self) -> impl Iterator<Item = &Callback> {
+        self.first.iter().chain(self.cold.iter().flat_map(|c| c.rest.iter()))
+    }
+
+    /// Take every callback out, in order.
+    fn take_callbacks(&mut self) -> Vec<Callback> {
+        let mut all: Vec<Callback> = self.first.take().into_iter().collect();
+        if let Some(c) = self.cold.as_mut() {
+            all.append(&mut c.rest);
+        }
+        all
+    }
+}
+
+pub(crate) struct FutureCore {
+    pub(crate) f: GilCell<Hot>,
+    state: Cell<FutState>,
+    blocking: Cell<bool>,
+    log_tb: Cell<bool>,
+}
+
+fn not_initialized() -> PyErr {
+    PyRuntimeError::new_err("Future object is not initialized.")
+}
+
+pub(crate) fn invalid_state(py: Python<'_>, msg: &str) -> PyErr {
+    match globals().invalid_state_error.bind(py).call1((msg,)) {
+        Ok(e) => PyErr::from_value(e),
+        Err(e) => e,
+    }
+}
+
+/// Allocate a native future bound to `lp`.
+pub(super) fn alloc<'py>(lp: &Bound<'py, LoopCore>) -> PyResult<Bound<'py, PyAny>> {
+    let g = globals();
+    let obj = alloc_instance(lp.py(), g.future.ty.as_ptr().cast())?;
+    let core = future_core(&obj).ok_or_else(not_initialized)?;
+    core.init(lp.py(), lp.clone().unbind())?;
+    Ok(obj)
+}
+
+/// A zeroed, GC-tracked instance of one of our types (the generic allocator zeroes it).
+pub(super) fn alloc_instance(py: Python<'_>, ty: *mut ffi::PyTypeObject) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: our types use the generic allocator, which returns a zeroed, tracked object.
+    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyType_GenericAlloc(ty, 0)) }
+}
+
+impl FutureCore {
+    pub(crate) fn init(&self, py: Python<'_>, lp: Py<LoopCore>) -> PyResult<()> {
+        self.f.lock(py)?.lp = Some(lp);
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn state(&self) -> FutState {
+        self.state.get()
+    }
+
+    #[inline]
+    pub(crate) fn blocking(&self) -> bool {
+        self.blocking.get()
+    }
+
+    #[inline]
+    pub(crate) fn set_blocking(&self, on: bool) {
+        self.blocking.set(on)
+    }
+
+    pub(crate) fn log_tb(&self) -> bool {
+        self.log_tb.get()
+    }
+
+    pub(crate) fn clear_log_tb(&self) {
+        self.log_tb.set(false)
+    }
+
+    pub(crate) fn lp(&self, py: Python<'_>) -> PyResult<Py<LoopCore>> {
+        self.f.lock(py)?.lp.as_ref().map(|l| l.clone_ref(py)).ok_or_else(not_initialized)
+    }
+
+    /// The loop as a raw pointer, for identity checks (null when uninitialised).
+    pub(crate) fn lp_ptr(&self, py: Python<'_>) -> *mut ffi::PyObject {
+        self.f.try_lock(py).and_then(|f| f.lp.as_ref().map(|l| l.as_ptr())).unwrap_or(std::ptr::null_mut())
+    }
+
+    pub(crate) fn ensure_alive(&self, py: Python<'_>) -> PyResult<()> {
+        if self.f.lock(py)?.lp.is_none() {
+            return Err(not_initialized());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set_result(&self, this: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = this.py();
+        self.ensure_alive(py)?;
+        if self.state() != FutState::Pending {
+            return Err(invalid_state(py, "invalid state"));
+        }
+        self.f.lock(py)?.result = Some(value.clone().unbind());
+        self.state.set(FutState::Finished);
+        self.schedule_callbacks(this)
+    }
+
+    pub(crate) fn set_exception(&self, this: &Bound<'_, PyAny>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = this.py();
+        self.ensure_alive(py)?;
+        if self.state() != FutState::Pending {
+            return Err(invalid_state(py, "invalid state"));
+        }
+        // SAFETY: type checks on a live object.
+        let exc = if unsafe { ffi::PyExceptionClass_Check(exc.as_ptr()) } != 0 {
+            let made = exc.call0()?;
+            if self.state() != FutState::Pending {
+                return Err(invalid_state(py, "invalid state"));
+            }
+            made
+        } else {
+            exc.clone()
+        };
+        if unsafe { ffi::PyExceptionInstance_Check(exc.as_ptr()) } == 0 {
+            return Err(PyTypeError::new_err("invalid exception object"));
+        }
+        let stop = py.get_type::<pyo3::exceptions::PyStopIteration>();
+        let exc = if globals().minor >= 13 {
+            if exc.is_instance(&stop)? {
+                let new = PyRuntimeError::new_err(
+                    "StopIteration interacts badly with generators and cannot be raised into a Future",
+                )
+                .into_value(py)
+                .into_bound(py);
+                new.setattr("__cause__", &exc)?;
+                new.setattr("__context__", &exc)?;
+                new.into_any()
+            } else {
+                exc
+            }
+        } else {
+            if exc.get_type().is(&stop) {
+                return Err(PyTypeError::new_err(
+                    "StopIteration interacts badly with generators and cannot be raised into a Future",
+                ));
+            }
+            exc
+        };
+        let tb = if globals().minor >= 11 {
+            // SAFETY: a new reference or null.
+            unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyException_GetTraceback(exc.as_ptr())) }.map(Bound::unbind)
+        } else {
+            None
+        };
+        {
+            let mut f = self.f.lock(py)?;
+            let cold = f.cold();
+            cold.exception = Some(exc.unbind());
+            cold.exception_tb = tb;
+        }
+        self.state.set(FutState::Finished);
+        self.schedule_callbacks(this)?;
+        self.log_tb.set(true);
+        Ok(())
+    }
+
+    /// `Future.cancel(msg)`: the future part of a cancellation (a task's `cancel()` is
+    /// different, see `TaskCore::cancel`).
+    pub(crate) fn cancel(&self, this: &Bound<'_, PyAny>, msg: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let py = this.py();
+        self.ensure_alive(py)?;
+        self.log_tb.set(false);
+        if self.state() != FutState::Pending {
+            return Ok(false);
+        }
+        self.state.set(FutState::Cancelled);
+        self.set_cancel_message(py, msg.filter(|m| !m.is_none()).map(|m| m.clone().unbind()))?;
+        self.schedule_callbacks(this)?;
+        Ok(true)
+    }
+
+    /// The `CancelledError` to raise for this cancelled future (`_make_cancelled_error`).
+    pub(crate) fn make_cancelled_error(&self, py: Python<'_>) -> PyResult<PyErr> {
+        let g = globals();
+        let (saved, msg) = {
+            let mut f = self.f.lock(py)?;
+            let cold = f.cold();
+            let saved = if g.minor >= 11 { cold.cancelled_exc.take() } else { None };
+            (saved, cold.cancel_message.as_ref().map(|m| m.clone_ref(py)))
+        };
+        if let Some(exc) = saved {
+            return Ok(PyErr::from_value(exc.into_bound(py)));
+        }
+        let exc = match msg {
+            None => g.cancelled_error.bind(py).call0()?,
+            Some(m) => g.cancelled_error.bind(py).call1((m,))?,
+        };
+        if g.minor <= 12 {
+            let context = self.f.lock(py)?.cold().cancelled_exc.take();
+            if let Some(c) = context {
+                // SAFETY: steals the reference to `c`.
+                unsafe { ffi::PyException_SetContext(exc.as_ptr(), c.into_ptr()) };
+            }
+        }
+        Ok(PyErr::from_value(exc))
+    }
+
+    /// `result()`: the value, or the exception to raise.
+    pub(crate) fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match self.outcome(py)? {
+            Ok(v) => Ok(v),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The outcome of a done future, marking an exception as retrieved: Ok(Ok(value)),
+    /// Ok(Err(exception to raise)), or Err when the future is not done.
+    pub(crate) fn outcome(&self, py: Python<'_>) -> PyResult<Result<Py<PyAny>, PyErr>> {
+        self.ensure_alive(py)?;
+        match self.state() {
+            FutState::Cancelled => return Ok(Err(self.make_cancelled_error(py)?)),
+            FutState::Pending => return Err(invalid_state(py, "Result is not set.")),
+            FutState::Finished => {}
+        }
+        self.log_tb.set(false);
+        let mut f = self.f.lock(py)?;
+        if let Some(exc) = f.exception() {
+            let exc = exc.clone_ref(py);
+            if globals().minor >= 11 {
+                let tb = f.cold().exception_tb.take();
+                drop(f);
+                let tb_ptr = tb.as_ref().map_or(unsafe { ffi::Py_None() }, |t| t.as_ptr());
+                // SAFETY: a live exception and traceback (or None).
+                if unsafe { ffi::PyException_SetTraceback(exc.as_ptr(), tb_ptr) } < 0 {
+                    return Err(PyErr::fetch(py));
+                }
+                drop(tb);
+            }
+            return Ok(Err(PyErr::from_value(exc.into_bound(py))));
+        }
+        Ok(Ok(f.result.as_ref().map_or_else(|| py.None(), |r| r.clone_ref(py))))
+    }
+
+    /// `exception()`.
+    pub(crate) fn exception(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.ensure_alive(py)?;
+        match self.state() {
+            FutState::Cancelled => return Err(self.make_cancelled_error(py)?),
+            FutState::Pending => return Err(invalid_state(py, "Exception is not set.")),
+            FutState::Finished => {}
+        }
+        self.log_tb.set(false);
+        let f = self.f.lock(py)?;
+        Ok(f.exception().map_or_else(|| py.None(), |e| e.clone_ref(py)))
+    }
+
+    /// `add_done_callback(fn, context=...)`; `context` None: a copy of the current one.
+    pub(crate) fn add_done_callback(
+        &self,
+        this: &Bound<'_, PyAny>,
+        func: &Bound<'_, PyAny>,
+        context: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let py = this.py();
+        self.ensure_alive(py)?;
+        let context = match context {
+            Some(c) if !c.is_none() => c.clone().unbind(),
+            _ => crate::handles::copy_context(py)?,
+        };
+        let cb = Callback { func: func.clone().unbind(), context: Some(context) };
+        if self.state() != FutState::Pending {
+            return self.schedule_one(this, cb);
+        }
+        self.push_callback(py, cb)
+    }
+
+    /// Wake `task` (a native task) when this future is done.
+    pub(crate) fn add_task_waiter(&self, this: &Bound<'_, PyAny>, task: &Bound<'_, PyAny>) -> PyResult<()> {
+        let cb = Callback { func: task.clone().unbind(), context: None };
+        if self.state() != FutState::Pending {
+            return self.schedule_one(this, cb);
+        }
+        self.push_callback(this.py(), cb)
+    }
+
+    fn push_callback(&self, py: Python<'_>, cb: Callback) -> PyResult<()> {
+        let mut f = self.f.lock(py)?;
+        if f.first.is_none() && f.cold.as_ref().is_none_or(|c| c.rest.is_empty()) {
+            f.first = Some(cb);
+        } else {
+            f.cold().rest.push(cb);
+        }
+        Ok(())
+    }
+
+    /// `remove_done_callback(fn)`: remove every callback equal to `func`, return how many.
+    pub(crate) fn remove_done_callback(&self, this: &Bound<'_, PyAny>, func: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let py = this.py();
+        self.ensure_alive(py)?;
+        // Compare outside the borrow: `__eq__` is Python code that may touch this future.
+        let all = self.f.lock(py)?.take_callbacks();
+        let mut kept = Vec::with_capacity(all.len());
+        let mut removed = 0;
+        let mut failure = None;
+        for cb in all {
+            if failure.is_none() {
+                match callback_matches(py, &cb, func) {
+                    Ok(true) => {
+                        removed += 1;
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(e) => failure = Some(e),
+                }
+            }
+            kept.push(cb);
+        }
+        {
+            let mut f = self.f.lock(py)?;
+            // Callbacks added while comparing go after the kept ones.
+            kept.extend(f.take_callbacks());
+            let mut it = kept.into_iter();
+            f.first = it.next();
+            let rest: Vec<Callback> = it.collect();
+            if !rest.is_empty() {
+                f.cold().rest = rest;
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(removed),
+        }
+    }
+
+    /// The callbacks as `_callbacks` shows them: None, or a list of (fn, context) pairs.
+    pub(crate) fn callbacks_list(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let pairs: Vec<(Py<PyAny>, Option<Py<PyAny>>)> = {
+            let f = self.f.lock(py)?;
+            f.callbacks().map(|cb| (cb.func.clone_ref(py), cb.context.as_ref().map(|c| c.clone_ref(py)))).collect()
+        };
+        if pairs.is_empty() {
+            return Ok(py.None());
+        }
+        let list = PyList::empty(py);
+        for (func, context) in pairs {
+            let (func, context) = match context {
+                Some(c) => (func, c),
+                None => {
+                    let t = func.bind(py);
+                    let core = task_core(t).ok_or_else(not_initialized)?;
+                    (core.task.wakeup_callable(t)?.unbind(), core.task.context(py)?)
+                }
+            };
+            list.append(PyTuple::new(py, [func, context])?)?;
+        }
+        Ok(list.into_any().unbind())
+    }
+
+    /// Queue every done callback, in order, and forget them (the future is done now).
+    pub(crate) fn schedule_callbacks(&self, this: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = this.py();
+        let (first, rest) = {
+            let mut f = self.f.lock(py)?;
+            let rest = f.cold.as_mut().map(|c| std::mem::take(&mut c.rest)).unwrap_or_default();
+            (f.first.take(), rest)
+        };
+        // Like the C future: a failure (a closed loop) drops the callbacks not yet queued.
+        for cb in first.into_iter().chain(rest) {
+            self.schedule_one(this, cb)?;
+        }
+        Ok(())
+    }
+
+    fn schedule_one(&self, this: &Bound<'_, PyAny>, cb: Callback) -> PyResult<()> {
+        let py = this.py();
+        let lp = self.lp(py)?;
+        let lp = lp.bind(py);
+        match cb.context {
+            Some(ctx) => LoopCore::call_soon_with_context(lp, cb.func.bind(py), this, ctx.into_bound(py)),
+            None => LoopCore::push_step(lp, cb.func, super::StepArg::Wakeup(this.clone().unbind())),
+        }
+    }
+
+    /// Visit every reference, for the cyclic GC; skipped while the fields are borrowed
+    /// (then nothing is collected through them this time, which is always safe).
+    ///
+    /// # Safety
+    /// `visit` and `arg` must come from the GC.
+    pub(crate) unsafe fn traverse(&self, visit: ffi::visitproc, arg: *mut c_void) -> std::ffi::c_int {
+        let py = unsafe { Python::assume_attached() };
+        let Some(f) = self.f.try_lock(py) else { return 0 };
+        let one = |o: Option<&Py<PyAny>>| unsafe { pytype::visit_ptr(o.map_or(std::ptr::null_mut(), |o| o.as_ptr()), visit, arg) };
+        macro_rules! visit {
+            ($e:expr) => {
+                let r = $e;
+                if r != 0 {
+                    return r;
+                }
+            };
+        }
+        visit!(unsafe { pytype::visit_ptr(f.lp.as_ref().map_or(std::ptr::null_mut(), |l| l.as_ptr()), visit, arg) });
+        visit!(one(f.result.as_ref()));
+        for cb in f.callbacks() {
+            visit!(one(Some(&cb.func)));
+            visit!(one(cb.context.as_ref()));
+        }
+        if let Some(c) = &f.cold {
+            for o in [&c.exception, &c.exception_tb, &c.cancel_message, &c.cancelled_exc] {
+                visit!(one(o.as_ref()));
+            }
+        }
+        0
+    }
+
+    /// Drop every reference (`tp_clear`, and deallocation).
+    pub(crate) fn clear(&self, py: Python<'_>) {
+        let taken = self.f.try_lock(py).map(|mut f| std::mem::take(&mut *f));
+        drop(taken);
+    }
+
+    /// The finalizer's report of an exception never retrieved.
+    pub(crate) fn finalize(&self, this: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = this.py();
+        if !self.log_tb.get() {
+            return Ok(());
+        }
+        self.log_tb.set(false);
+        let (lp, exc) = {
+            let f = self.f.lock(py)?;
+            match (&f.lp, f.exception()) {
+                (Some(l), Some(e)) => (l.clone_ref(py), e.clone_ref(py)),
+                _ => return Ok(()),
+            }
+        };
+        let context = pyo3::types::PyDict::new(py);
+        let name = this.get_type().name()?;
+        context.set_item("message", format!("{name} exception was never retrieved"))?;
+        context.set_item("exception", exc)?;
+        context.set_item("future", this)?;
+        lp.bind(py).call_method1("call_exception_handler", (context,))?;
+        Ok(())
+    }
+
+    /// `_cancel_message`.
+    pub(crate) fn cancel_message(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let f = self.f.lock(py)?;
+        let msg = f.cold.as_ref().and_then(|c| c.cancel_message.as_ref());
+        Ok(msg.map_or_else(|| py.None(), |m| m.clone_ref(py)))
+    }
+
+    pub(crate) fn set_cancel_message(&self, py: Python<'_>, msg: Option<Py<PyAny>>) -> PyResult<()> {
+        let old = {
+            let mut f = self.f.lock(py)?;
+            if msg.is_none() && f.cold.is_none() {
+                return Ok(());
+            }
+            std::mem::replace(&mut f.cold().cancel_message, msg)
+        };
+        drop(old);
+        Ok(())
+    }
+
+    pub(crate) fn set_cancelled_exc(&self, py: Python<'_>, exc: Option<Py<PyAny>>) -> PyResult<()> {
+        let old = std::mem::replace(&mut self.f.lock(py)?.cold().cancelled_exc, exc);
+        drop(old);
+        Ok(())
+    }
+
+    /// `_result` and `_exception` as the attributes show them.
+    pub(crate) fn raw_result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.f.lock(py)?.result.as_ref().map_or_else(|| py.None(), |r| r.clone_ref(py)))
+    }
+
+    pub(crate) fn raw_exception(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.f.lock(py)?.exception().map_or_else(|| py.None(), |r| r.clone_ref(py)))
+    }
+}
+
+/// Whether a stored callback equals `func` (`remove_done_callback`), comparing a native
+/// task's wait with the task's wake-up callable.
+fn callback_matches(py: Python<'_>, cb: &Callback, func: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let stored = cb.func.bind(py);
+    if cb.context.is_none() {
+        // A native task waiting: it matches only its own wake-up callable.
+        let Some(core) = task_core(stored) else { return Ok(false) };
+        return Ok(core.task.wakeup_is(py, func));
+    }
+    if stored.is(func) {
+        return Ok(true);
+    }
+    stored.eq(func)
+}

@@ -1,0 +1,542 @@
+//! The state of a native task and its steps: running the coroutine up to its next `await`,
+//! and arranging to be woken when what it awaits is done.
+//!
+//! This follows the C task of the running interpreter step for step (`task_step_impl`,
+//! `task_step_handle_result_impl`, `task_wakeup`), with one difference in mechanism: when
+//! the awaited object is a native future of the same loop, the task is registered on it as
+//! a plain reference and woken by a `Ready::Step` on the loop's queue, where the C task
+//! allocates a wake-up method object and the loop a handle.
+
+use super::future::{alloc_instance, invalid_state, FutState, FutureCore};
+use super::{future_core, globals, pytype, task_core};
+use crate::event_loop::LoopCore;
+use crate::sync::GilCell;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use pyo3::{ffi, intern};
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a queued step does first.
+pub(crate) enum StepArg {
+    /// Resume the coroutine (`coro.send(None)`).
+    Send,
+    /// Throw this exception into the coroutine.
+    Throw(Py<PyAny>),
+    /// The awaited future is done: resume with its outcome (`task_wakeup`).
+    Wakeup(Py<PyAny>),
+}
+
+impl StepArg {
+    pub(crate) fn object(&self) -> Option<&Py<PyAny>> {
+        match self {
+            StepArg::Send => None,
+            StepArg::Throw(o) | StepArg::Wakeup(o) => Some(o),
+        }
+    }
+}
+
+/// Numbers for the names of unnamed tasks ("Task-N").
+static TASK_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Default)]
+pub(crate) struct TaskHot {
+    pub coro: Option<Py<PyAny>>,
+    pub context: Option<Py<PyAny>>,
+    pub fut_waiter: Option<Py<PyAny>>,
+    pub cold: Option<Box<TaskCold>>,
+}
+
+#[derive(Default)]
+pub(crate) struct TaskCold {
+    /// The given name (a str); None: "Task-{number}", formatted when first asked.
+    pub name: Option<Py<PyAny>>,
+    /// The `task_wakeup` callable, made when a foreign future needs a callback.
+    pub wakeup: Option<Py<PyAny>>,
+}
+
+/// A task's own data (its future part is a `FutureCore` of its own, elsewhere in the
+/// object: see `pytype::layout`). All zero is a valid, uninitialised task.
+pub(crate) struct TaskCore {
+    pub(crate) t: GilCell<TaskHot>,
+    must_cancel: Cell<bool>,
+    log_destroy_pending: Cell<bool>,
+    num_cancels: Cell<i32>,
+    number: Cell<u64>,
+}
+
+/// Both parts of a native task.
+#[derive(Clone, Copy)]
+pub(crate) struct TaskRef<'a> {
+    pub fut: &'a FutureCore,
+    pub task: &'a TaskCore,
+}
+
+/// `coroutines.iscoroutine(obj)`, with the C task's fast path for native coroutines.
+fn is_coroutine(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if unsafe { ffi::PyCoro_CheckExact(obj.as_ptr()) } != 0 {
+        return Ok(true);
+    }
+    globals().iscoroutine.bind(obj.py()).call1((obj,))?.is_truthy()
+}
+
+pub(super) fn create<'py>(
+    lp: &Bound<'py, LoopCore>,
+    coro: &Bound<'py, PyAny>,
+    name: Option<&Bound<'py, PyAny>>,
+    context: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = lp.py();
+    let g = globals();
+    if !is_coroutine(coro)? {
+        return Err(PyTypeError::new_err(format!("a coroutine was expected, got {}", coro.repr()?)));
+    }
+    let name = match name {
+        Some(n) if !n.is_none() => Some(if n.is_exact_instance_of::<PyString>() { n.clone() } else { n.str()?.into_any() }),
+        _ => None,
+    };
+    let name_is_none = name.is_none();
+    let obj = alloc_instance(py, g.task.ty.as_ptr().cast())?;
+    // The context copy is made after the task, as the C task makes it: the cyclic GC
+    // visits objects in the order they were made, and an object it meets before the one
+    // that refers to it costs it a move to the unreachable list and back, in every
+    // collection.
+    let context = match context {
+        Some(c) if !c.is_none() => c.clone().unbind(),
+        _ => crate::handles::copy_context(py)?,
+    };
+    let core = task_core(&obj).ok_or_else(uninitialized)?;
+    core.fut.init(py, lp.clone().unbind())?;
+    {
+        let mut t = core.task.t.lock(py)?;
+        t.coro = Some(coro.clone().unbind());
+        t.context = Some(context);
+        if let Some(n) = name {
+            t.cold.get_or_insert_with(Default::default).name = Some(n.unbind());
+        }
+    }
+    if name_is_none {
+        core.task.number.set(TASK_COUNTER.fetch_add(1, Ordering::Relaxed) + 1);
+    }
+    LoopCore::push_step(lp, obj.clone().unbind(), StepArg::Send)?;
+    g.register_task.bind(py).call1((&obj,))?;
+    core.task.log_destroy_pending.set(true);
+    Ok(obj)
+}
+
+/// Run a queued step in the task's context.
+pub(super) fn run_step(py: Python<'_>, task: Py<PyAny>, arg: StepArg) -> PyResult<()> {
+    let task = task.into_bound(py);
+    let core = task_core(&task).ok_or_else(uninitialized)?;
+    let ctx = core.task.context(py)?;
+    // SAFETY: a live context object; entering and leaving it are paired below.
+    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let result = match arg {
+        StepArg::Send => step(&task, core, None),
+        StepArg::Throw(exc) => step(&task, core, Some(exc.into_bound(py))),
+        StepArg::Wakeup(fut) => wakeup(&task, core, &fut.into_bound(py)),
+    };
+    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
+        let err = PyErr::fetch(py);
+        return result.and(Err(err));
+    }
+    result
+}
+
+/// The awaited future is done: step with its result or its exception (`task_wakeup`).
+pub(super) fn wakeup(task: &Bound<'_, PyAny>, core: TaskRef<'_>, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = task.py();
+    let exc = match future_core(fut) {
+        Some(fc) => match fc.outcome(py)? {
+            Ok(_) => None,
+            Err(e) => Some(e.into_value(py).into_bound(py).into_any()),
+        },
+        None => match fut.call_method0(intern!(py, "result")) {
+            Ok(_) => None,
+            Err(e) => Some(e.into_value(py).into_bound(py).into_any()),
+        },
+    };
+    step(task, core, exc)
+}
+
+/// One step, between `_enter_task` and `_leave_task` (`task_step`).
+fn step(task: &Bound<'_, PyAny>, core: TaskRef<'_>, exc: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+    let py = task.py();
+    let g = globals();
+    let lp = core.fut.lp(py)?;
+    g.enter_task.bind(py).call1((lp.bind(py), task))?;
+    let result = step_impl(task, core, exc);
+    let left = g.leave_task.bind(py).call1((lp.bind(py), task));
+    match (result, left) {
+        (Err(e), Err(leave)) => {
+            leave.set_context(py, Some(e));
+            Err(leave)
+        }
+        (Err(e), Ok(_)) => Err(e),
+        (Ok(()), Err(leave)) => Err(leave),
+        (Ok(()), Ok(_)) => Ok(()),
+    }
+}
+
+fn is_cancelled_error(py: Python<'_>, exc: &Bound<'_, PyAny>) -> PyResult<bool> {
+    exc.is_instance(globals().cancelled_error.bind(py))
+}
+
+fn step_impl(task: &Bound<'_, PyAny>, core: TaskRef<'_>, exc: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+    let py = task.py();
+    if core.fut.state() != FutState::Pending {
+        let exc_repr = match &exc {
+            Some(e) => e.repr()?.to_string(),
+            None => "None".to_owned(),
+        };
+        return Err(invalid_state(py, &format!("_step(): already done: {} {}", task.repr()?, exc_repr)));
+    }
+    let mut exc = exc;
+    if core.task.must_cancel.get() {
+        let keep = match &exc {
+            Some(e) => is_cancelled_error(py, e)?,
+            None => false,
+        };
+        if !keep {
+            exc = Some(core.fut.make_cancelled_error(py)?.into_value(py).into_bound(py).into_any());
+        }
+        core.task.must_cancel.set(false);
+    }
+    let old_waiter = core.task.t.lock(py)?.fut_waiter.take();
+    drop(old_waiter);
+    let coro = core.task.t.lock(py)?.coro.as_ref().map(|c| c.clone_ref(py));
+    let coro = coro.ok_or_else(uninitialized)?;
+    let coro = coro.bind(py);
+    let sent = match &exc {
+        None => send(coro),
+        Some(e) => match coro.call_method1(intern!(py, "throw"), (e,)) {
+            Ok(yielded) => Sent::Yielded(yielded),
+            Err(err) => stop_value(py, err),
+        },
+    };
+    drop(exc);
+    match sent {
+        Sent::Returned(value) => {
+            if core.task.must_cancel.get() {
+                // Cancelled right before the coroutine returned.
+                core.task.must_cancel.set(false);
+                let msg = core.fut.cancel_message(py)?;
+                core.fut.cancel(task, Some(msg.bind(py)))?;
+            } else {
+                core.fut.set_result(task, &value)?;
+            }
+            Ok(())
+        }
+        Sent::Raised(err) => {
+            let value = err.into_value(py).into_bound(py).into_any();
+            if is_cancelled_error(py, &value)? {
+                core.fut.set_cancelled_exc(py, Some(value.unbind()))?;
+                core.fut.cancel(task, None)?;
+                return Ok(());
+            }
+            core.fut.set_exception(task, &value)?;
+            if value.is_instance_of::<PyKeyboardInterrupt>() || value.is_instance_of::<PySystemExit>() {
+                return Err(PyErr::from_value(value));
+            }
+            Ok(())
+        }
+        Sent::Yielded(result) => handle_yield(task, core, result),
+    }
+}
+
+enum Sent<'py> {
+    Yielded(Bound<'py, PyAny>),
+    Returned(Bound<'py, PyAny>),
+    Raised(PyErr),
+}
+
+/// `coro.send(None)` through the send protocol (no StopIteration object on return).
+fn send<'py>(coro: &Bound<'py, PyAny>) -> Sent<'py> {
+    let py = coro.py();
+    let mut out: *mut ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: a live iterator-like object; `out` receives a new reference or stays null.
+    let status = unsafe { ffi::PyIter_Send(coro.as_ptr(), ffi::Py_None(), &mut out) };
+    match status {
+        ffi::PySendResult::PYGEN_NEXT => Sent::Yielded(unsafe { Bound::from_owned_ptr(py, out) }),
+        ffi::PySendResult::PYGEN_RETURN => Sent::Returned(unsafe { Bound::from_owned_ptr(py, out) }),
+        ffi::PySendResult::PYGEN_ERROR => Sent::Raised(PyErr::fetch(py)),
+    }
+}
+
+/// The outcome of `coro.throw(...)` that raised: StopIteration is a return.
+fn stop_value(py: Python<'_>, err: PyErr) -> Sent<'_> {
+    if err.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) {
+        let value = err.value(py).getattr(intern!(py, "value")).unwrap_or_else(|_| py.None().into_bound(py));
+        return Sent::Returned(value);
+    }
+    Sent::Raised(err)
+}
+
+/// What the coroutine yielded (`task_step_handle_result_impl`).
+fn handle_yield(task: &Bound<'_, PyAny>, core: TaskRef<'_>, result: Bound<'_, PyAny>) -> PyResult<()> {
+    let py = task.py();
+    if result.is(task) {
+        let msg = format!("Task cannot await on itself: {}", task.repr()?);
+        return error_soon(task, &msg);
+    }
+    let lp_ptr = core.fut.lp_ptr(py);
+    if let Some(rc) = future_core(&result) {
+        if rc.lp_ptr(py) != lp_ptr {
+            return different_loop(task, &result);
+        }
+        if !rc.blocking() {
+            return yield_instead_of_yield_from(task, &result);
+        }
+        rc.set_blocking(false);
+        rc.add_task_waiter(&result, task)?;
+        return wait_on(task, core, result, true);
+    }
+    if result.is_none() {
+        // A bare yield gives up one loop iteration.
+        return LoopCore::push_step(core.fut.lp(py)?.bind(py), task.clone().unbind(), StepArg::Send);
+    }
+    let blocking = match result.getattr_opt(intern!(py, "_asyncio_future_blocking"))? {
+        Some(b) if !b.is_none() => Some(b.is_truthy()?),
+        _ => None,
+    };
+    if let Some(blocking) = blocking {
+        let other_loop = future_loop(&result)?;
+        if other_loop.as_ptr() != lp_ptr {
+            return different_loop(task, &result);
+        }
+        if !blocking {
+            return yield_instead_of_yield_from(task, &result);
+        }
+        result.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
+        let wake = core.task.wakeup_callable(task)?;
+        let ctx = core.task.context(py)?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "context"), ctx)?;
+        result.call_method(intern!(py, "add_done_callback"), (wake,), Some(&kwargs))?;
+        return wait_on(task, core, result, false);
+    }
+    if unsafe { ffi::PyGen_Check(result.as_ptr()) } != 0 {
+        let msg = format!(
+            "yield was used instead of yield from for generator in task {} with {}",
+            task.repr()?,
+            result.repr()?
+        );
+        return error_soon(task, &msg);
+    }
+    let msg = format!("Task got bad yield: {}", result.repr()?);
+    error_soon(task, &msg)
+}
+
+/// Record what the task now waits for, and pass on a cancellation asked for meanwhile.
+fn wait_on(task: &Bound<'_, PyAny>, core: TaskRef<'_>, result: Bound<'_, PyAny>, native: bool) -> PyResult<()> {
+    let py = task.py();
+    let old = core.task.t.lock(py)?.fut_waiter.replace(result.clone().unbind());
+    drop(old);
+    if core.task.must_cancel.get() {
+        let msg = core.fut.cancel_message(py)?;
+        let cancelled = if native {
+            cancel_native(&result, Some(msg.bind(py)))?
+        } else {
+            result.call_method1(intern!(py, "cancel"), (msg,))?.is_truthy()?
+        };
+        if cancelled {
+            core.task.must_cancel.set(false);
+        }
+    }
+    Ok(())
+}
+
+/// `obj.cancel(msg)` for a native future or task, without a method call.
+pub(super) fn cancel_native(obj: &Bound<'_, PyAny>, msg: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    if let Some(t) = task_core(obj) {
+        return t.cancel(obj, msg);
+    }
+    match future_core(obj) {
+        Some(f) => f.cancel(obj, msg),
+        None => obj.call_method1(intern!(obj.py(), "cancel"), (msg,))?.is_truthy(),
+    }
+}
+
+/// `futures._get_loop(fut)`: `get_loop()`, else the `_loop` attribute.
+fn future_loop<'py>(fut: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = fut.py();
+    match fut.getattr_opt(intern!(py, "get_loop"))? {
+        Some(get_loop) => get_loop.call0(),
+        None => fut.getattr(intern!(py, "_loop")),
+    }
+}
+
+fn different_loop(task: &Bound<'_, PyAny>, result: &Bound<'_, PyAny>) -> PyResult<()> {
+    let msg = format!("Task {} got Future {} attached to a different loop", task.repr()?, result.repr()?);
+    error_soon(task, &msg)
+}
+
+fn yield_instead_of_yield_from(task: &Bound<'_, PyAny>, result: &Bound<'_, PyAny>) -> PyResult<()> {
+    let msg = format!("yield was used instead of yield from in task {} with {}", task.repr()?, result.repr()?);
+    error_soon(task, &msg)
+}
+
+/// Queue a step that throws `RuntimeError(msg)` into the coroutine.
+fn error_soon(task: &Bound<'_, PyAny>, msg: &str) -> PyResult<()> {
+    let py = task.py();
+    let exc = PyRuntimeError::new_err(msg.to_owned()).into_value(py).into_any();
+    let core = task_core(task).ok_or_else(uninitialized)?;
+    LoopCore::push_step(core.fut.lp(py)?.bind(py), task.clone().unbind(), StepArg::Throw(exc))
+}
+
+fn uninitialized() -> PyErr {
+    PyRuntimeError::new_err("uninitialized Task object")
+}
+
+impl TaskCore {
+    pub(crate) fn context(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.t.lock(py)?.context.as_ref().map(|c| c.clone_ref(py)).ok_or_else(uninitialized)
+    }
+
+    /// The coroutine, None once cleared.
+    pub(crate) fn coro(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.t.lock(py)?.coro.as_ref().map_or_else(|| py.None(), |c| c.clone_ref(py)))
+    }
+
+    pub(crate) fn fut_waiter(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.t.lock(py)?.fut_waiter.as_ref().map_or_else(|| py.None(), |c| c.clone_ref(py)))
+    }
+
+    pub(crate) fn must_cancel(&self) -> bool {
+        self.must_cancel.get()
+    }
+
+    pub(crate) fn log_destroy_pending(&self) -> bool {
+        self.log_destroy_pending.get()
+    }
+
+    pub(crate) fn set_log_destroy_pending(&self, on: bool) {
+        self.log_destroy_pending.set(on)
+    }
+
+    pub(crate) fn num_cancels(&self) -> i32 {
+        self.num_cancels.get()
+    }
+
+    /// `Task.uncancel()` (3.11+).
+    pub(crate) fn uncancel(&self) -> i32 {
+        let n = self.num_cancels.get();
+        if n > 0 {
+            self.num_cancels.set(n - 1);
+            if n == 1 && globals().minor >= 13 {
+                self.must_cancel.set(false);
+            }
+        }
+        self.num_cancels.get()
+    }
+
+    pub(crate) fn name(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut t = self.t.lock(py)?;
+        let cold = t.cold.get_or_insert_with(Default::default);
+        if let Some(n) = &cold.name {
+            return Ok(n.clone_ref(py));
+        }
+        let name = PyString::new(py, &format!("Task-{}", self.number.get())).into_any().unbind();
+        cold.name = Some(name.clone_ref(py));
+        Ok(name)
+    }
+
+    pub(crate) fn set_name(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let name = if value.is_exact_instance_of::<PyString>() { value.clone() } else { value.str()?.into_any() };
+        let old = self.t.lock(py)?.cold.get_or_insert_with(Default::default).name.replace(name.unbind());
+        drop(old);
+        Ok(())
+    }
+
+    /// The callable a foreign future calls back when done (the C task's `task_wakeup`).
+    pub(crate) fn wakeup_callable<'py>(&self, task: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = task.py();
+        if let Some(w) = self.t.lock(py)?.cold.as_ref().and_then(|c| c.wakeup.as_ref()) {
+            return Ok(w.bind(py).clone());
+        }
+        let w = super::task_api::new_wakeup(task)?;
+        self.t.lock(py)?.cold.get_or_insert_with(Default::default).wakeup = Some(w.clone().unbind());
+        Ok(w)
+    }
+
+    /// Whether `func` is this task's wake-up callable.
+    pub(crate) fn wakeup_is(&self, py: Python<'_>, func: &Bound<'_, PyAny>) -> bool {
+        self.t
+            .try_lock(py)
+            .is_some_and(|t| t.cold.as_ref().and_then(|c| c.wakeup.as_ref()).is_some_and(|w| w.is(func)))
+    }
+
+    /// # Safety
+    /// `visit` and `arg` must come from the GC.
+    pub(crate) unsafe fn traverse(&self, visit: ffi::visitproc, arg: *mut c_void) -> std::ffi::c_int {
+        let py = unsafe { Python::assume_attached() };
+        let Some(t) = self.t.try_lock(py) else { return 0 };
+        let cold = t.cold.as_deref();
+        let refs = [&t.coro, &t.context, &t.fut_waiter]
+            .into_iter()
+            .chain(cold.into_iter().flat_map(|c| [&c.name, &c.wakeup]));
+        for o in refs.flatten() {
+            let r = unsafe { pytype::visit_ptr(o.as_ptr(), visit, arg) };
+            if r != 0 {
+                return r;
+            }
+        }
+        0
+    }
+
+    pub(crate) fn clear(&self, py: Python<'_>) {
+        let taken = self.t.try_lock(py).map(|mut t| std::mem::take(&mut *t));
+        drop(taken);
+    }
+}
+
+impl TaskRef<'_> {
+    /// `Task.cancel(msg)`.
+    pub(crate) fn cancel(&self, task: &Bound<'_, PyAny>, msg: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let py = task.py();
+        self.fut.clear_log_tb();
+        if self.fut.state() != FutState::Pending {
+            return Ok(false);
+        }
+        if globals().minor >= 11 {
+            self.task.num_cancels.set(self.task.num_cancels.get() + 1);
+        }
+        let waiter = self.task.t.lock(py)?.fut_waiter.as_ref().map(|w| w.clone_ref(py));
+        if let Some(w) = waiter {
+            let w = w.bind(py);
+            let msg_obj = msg.cloned().unwrap_or_else(|| py.None().into_bound(py));
+            let done = if future_core(w).is_some() {
+                cancel_native(w, Some(&msg_obj))?
+            } else {
+                w.call_method1(intern!(py, "cancel"), (msg_obj,))?.is_truthy()?
+            };
+            if done {
+                return Ok(true);
+            }
+        }
+        self.task.must_cancel.set(true);
+        self.fut.set_cancel_message(py, msg.filter(|m| !m.is_none()).map(|m| m.clone().unbind()))?;
+        Ok(true)
+    }
+
+    /// The finalizer's report of a task destroyed while pending, then the future's.
+    pub(crate) fn finalize(&self, task: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = task.py();
+        if self.fut.state() == FutState::Pending && self.task.log_destroy_pending.get() {
+            if let Ok(lp) = self.fut.lp(py) {
+                let context = PyDict::new(py);
+                context.set_item("message", "Task was destroyed but it is pending!")?;
+                context.set_item("task", task)?;
+                let handler = lp.bind(py).getattr(intern!(py, "call_exception_handler"))?;
+                if let Err(e) = handler.call1((context,)) {
+                    e.write_unraisable(py, Some(&handler));
+                }
+            }
+        }
+        self.fut.finalize(task)
+    }
+}
