@@ -225,10 +225,10 @@ impl LoopCore {
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
         arg: &Bound<'_, PyAny>,
-        context: Bound<'_, PyAny>,
+        context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let args = CallArgs::One(arg.clone().unbind());
-        Self::schedule_soon(slf, callback, args, Some(context), "call_soon", true)?;
+        Self::schedule_soon(slf, callback, args, context, "call_soon", true)?;
         Ok(())
     }
 

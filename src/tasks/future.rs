@@ -8,7 +8,7 @@ use crate::sync::GilCell;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use pyo3::ffi;
+use pyo3::{ffi, intern};
 use std::cell::Cell;
 use std::ffi::c_void;
 
@@ -79,6 +79,16 @@ pub(crate) struct FutureCore {
     state: Cell<FutState>,
     blocking: Cell<bool>,
     log_tb: Cell<bool>,
+}
+
+/// `exc` raised as the C code raises errors (`PyErr_SetObject`): chained to the exception
+/// being handled, if any, as its `__context__`.
+pub(crate) fn raised(py: Python<'_>, exc: Bound<'_, PyAny>) -> PyErr {
+    // SAFETY: `exc` is a live exception instance; the error set is fetched right back.
+    unsafe {
+        ffi::PyErr_SetObject(ffi::Py_TYPE(exc.as_ptr()).cast(), exc.as_ptr());
+    }
+    PyErr::fetch(py)
 }
 
 fn not_initialized() -> PyErr {
@@ -204,12 +214,9 @@ impl FutureCore {
             }
             exc
         };
-        let tb = if globals().minor >= 11 {
-            // SAFETY: a new reference or null.
-            unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyException_GetTraceback(exc.as_ptr())) }.map(Bound::unbind)
-        } else {
-            None
-        };
+        // SAFETY: a new reference or null.
+        let tb = unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyException_GetTraceback(exc.as_ptr())) }
+            .map(Bound::unbind);
         {
             let mut f = self.f.lock(py)?;
             let cold = f.cold();
@@ -237,46 +244,83 @@ impl FutureCore {
         Ok(true)
     }
 
-    /// The `CancelledError` to raise for this cancelled future (`_make_cancelled_error`).
-    pub(crate) fn make_cancelled_error(&self, py: Python<'_>) -> PyResult<PyErr> {
+    /// A new `CancelledError` for this future (the C `create_cancelled_error`): from 3.11,
+    /// the one that cancelled a task, handed out once; else one with the cancel message.
+    pub(crate) fn cancelled_error<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let g = globals();
         let (saved, msg) = {
             let mut f = self.f.lock(py)?;
-            let cold = f.cold();
+            let Some(cold) = f.cold.as_mut() else {
+                drop(f);
+                return g.cancelled_error.bind(py).call0();
+            };
             let saved = if g.minor >= 11 { cold.cancelled_exc.take() } else { None };
             (saved, cold.cancel_message.as_ref().map(|m| m.clone_ref(py)))
         };
         if let Some(exc) = saved {
-            return Ok(PyErr::from_value(exc.into_bound(py)));
+            return Ok(exc.into_bound(py));
         }
-        let exc = match msg {
-            None => g.cancelled_error.bind(py).call0()?,
-            Some(m) => g.cancelled_error.bind(py).call1((m,))?,
-        };
-        if g.minor <= 12 {
-            let context = self.f.lock(py)?.cold().cancelled_exc.take();
-            if let Some(c) = context {
-                // SAFETY: steals the reference to `c`.
-                unsafe { ffi::PyException_SetContext(exc.as_ptr(), c.into_ptr()) };
+        match msg {
+            None => g.cancelled_error.bind(py).call0(),
+            Some(m) => g.cancelled_error.bind(py).call1((m,)),
+        }
+    }
+
+    /// 3.10 keeps the `CancelledError` that cancelled a task and chains it to the error
+    /// raised for it: `consume` hands it over (as `_make_cancelled_error()` does), else a
+    /// reference (every `result()` and `exception()` chains it again).
+    fn cancel_context(&self, py: Python<'_>, exc: &Bound<'_, PyAny>, consume: bool) -> PyResult<()> {
+        if globals().minor >= 11 {
+            return Ok(());
+        }
+        let saved = {
+            let mut f = self.f.lock(py)?;
+            let slot = f.cold.as_mut().map(|c| &mut c.cancelled_exc);
+            match slot {
+                Some(slot) if consume => slot.take(),
+                Some(slot) => slot.as_ref().map(|e| e.clone_ref(py)),
+                None => None,
             }
+        };
+        if let Some(c) = saved {
+            // SAFETY: a live exception; steals the reference to `c`.
+            unsafe { ffi::PyException_SetContext(exc.as_ptr(), c.into_ptr()) };
         }
-        Ok(PyErr::from_value(exc))
+        Ok(())
+    }
+
+    /// `_make_cancelled_error()`.
+    pub(crate) fn make_cancelled_error<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let exc = self.cancelled_error(py)?;
+        self.cancel_context(py, &exc, true)?;
+        Ok(exc)
+    }
+
+    /// The error a cancelled future raises (`future_set_cancelled_error`): raised as the C
+    /// future raises it, chained to the exception being handled, if any.
+    fn raise_cancelled(&self, py: Python<'_>) -> PyResult<PyErr> {
+        let exc = self.cancelled_error(py)?;
+        let err = raised(py, exc);
+        self.cancel_context(py, &err.value(py).clone().into_any(), false)?;
+        Ok(err)
     }
 
     /// `result()`: the value, or the exception to raise.
     pub(crate) fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        match self.outcome(py)? {
+        match self.outcome(py, true)? {
             Ok(v) => Ok(v),
             Err(e) => Err(e),
         }
     }
 
     /// The outcome of a done future, marking an exception as retrieved: Ok(Ok(value)),
-    /// Ok(Err(exception to raise)), or Err when the future is not done.
-    pub(crate) fn outcome(&self, py: Python<'_>) -> PyResult<Result<Py<PyAny>, PyErr>> {
+    /// Ok(Err(exception to raise)), or Err when the future is not done. `raise`: the
+    /// exception is raised as `result()` raises it, chained to the exception being handled
+    /// (a task being woken takes it without, as the C task's wake-up does).
+    pub(crate) fn outcome(&self, py: Python<'_>, raise: bool) -> PyResult<Result<Py<PyAny>, PyErr>> {
         self.ensure_alive(py)?;
         match self.state() {
-            FutState::Cancelled => return Ok(Err(self.make_cancelled_error(py)?)),
+            FutState::Cancelled => return Ok(Err(self.raise_cancelled(py)?)),
             FutState::Pending => return Err(invalid_state(py, "Result is not set.")),
             FutState::Finished => {}
         }
@@ -284,17 +328,18 @@ impl FutureCore {
         let mut f = self.f.lock(py)?;
         if let Some(exc) = f.exception() {
             let exc = exc.clone_ref(py);
-            if globals().minor >= 11 {
-                let tb = f.cold().exception_tb.take();
-                drop(f);
-                let tb_ptr = tb.as_ref().map_or(unsafe { ffi::Py_None() }, |t| t.as_ptr());
-                // SAFETY: a live exception and traceback (or None).
-                if unsafe { ffi::PyException_SetTraceback(exc.as_ptr(), tb_ptr) } < 0 {
-                    return Err(PyErr::fetch(py));
-                }
-                drop(tb);
+            // Each retrieval starts from the traceback the exception had when it was set
+            // (the next one from none), as the C future does.
+            let tb = f.cold().exception_tb.take();
+            drop(f);
+            let tb_ptr = tb.as_ref().map_or(unsafe { ffi::Py_None() }, |t| t.as_ptr());
+            // SAFETY: a live exception and traceback (or None).
+            if unsafe { ffi::PyException_SetTraceback(exc.as_ptr(), tb_ptr) } < 0 {
+                return Err(PyErr::fetch(py));
             }
-            return Ok(Err(PyErr::from_value(exc.into_bound(py))));
+            drop(tb);
+            let exc = exc.into_bound(py);
+            return Ok(Err(if raise { raised(py, exc) } else { PyErr::from_value(exc) }));
         }
         Ok(Ok(f.result.as_ref().map_or_else(|| py.None(), |r| r.clone_ref(py))))
     }
@@ -303,7 +348,7 @@ impl FutureCore {
     pub(crate) fn exception(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.ensure_alive(py)?;
         match self.state() {
-            FutState::Cancelled => return Err(self.make_cancelled_error(py)?),
+            FutState::Cancelled => return Err(self.raise_cancelled(py)?),
             FutState::Pending => return Err(invalid_state(py, "Exception is not set.")),
             FutState::Finished => {}
         }
@@ -312,7 +357,9 @@ impl FutureCore {
         Ok(f.exception().map_or_else(|| py.None(), |e| e.clone_ref(py)))
     }
 
-    /// `add_done_callback(fn, context=...)`; `context` None: a copy of the current one.
+    /// `add_done_callback(fn, context=...)`: without `context`, a copy of the current one;
+    /// an explicit None is kept, and the callback then runs in a copy of the context current
+    /// when it is scheduled (the C future's behaviour).
     pub(crate) fn add_done_callback(
         &self,
         this: &Bound<'_, PyAny>,
@@ -322,8 +369,8 @@ impl FutureCore {
         let py = this.py();
         self.ensure_alive(py)?;
         let context = match context {
-            Some(c) if !c.is_none() => c.clone().unbind(),
-            _ => crate::handles::copy_context(py)?,
+            Some(c) => c.clone().unbind(),
+            None => crate::handles::copy_context(py)?,
         };
         let cb = Callback { func: func.clone().unbind(), context: Some(context) };
         if self.state() != FutState::Pending {
@@ -406,7 +453,7 @@ impl FutureCore {
                 None => {
                     let t = func.bind(py);
                     let core = task_core(t).ok_or_else(not_initialized)?;
-                    (core.task.wakeup_callable(t)?.unbind(), core.task.context(py)?)
+                    (super::task_api::new_wakeup(t)?.unbind(), core.task.context(py)?)
                 }
             };
             list.append(PyTuple::new(py, [func, context])?)?;
@@ -434,7 +481,11 @@ impl FutureCore {
         let lp = self.lp(py)?;
         let lp = lp.bind(py);
         match cb.context {
-            Some(ctx) => LoopCore::call_soon_with_context(lp, cb.func.bind(py), this, ctx.into_bound(py)),
+            Some(ctx) => {
+                let ctx = ctx.into_bound(py);
+                let ctx = (!ctx.is_none()).then_some(ctx);
+                LoopCore::call_soon_with_context(lp, cb.func.bind(py), this, ctx)
+            }
             None => LoopCore::push_step(lp, cb.func, super::StepArg::Wakeup(this.clone().unbind())),
         }
     }
@@ -495,7 +546,10 @@ impl FutureCore {
         context.set_item("message", format!("{name} exception was never retrieved"))?;
         context.set_item("exception", exc)?;
         context.set_item("future", this)?;
-        lp.bind(py).call_method1("call_exception_handler", (context,))?;
+        let handler = lp.bind(py).getattr(intern!(py, "call_exception_handler"))?;
+        if let Err(e) = handler.call1((context,)) {
+            e.write_unraisable(py, Some(&handler));
+        }
         Ok(())
     }
 
@@ -534,14 +588,14 @@ impl FutureCore {
     }
 }
 
-/// Whether a stored callback equals `func` (`remove_done_callback`), comparing a native
-/// task's wait with the task's wake-up callable.
+/// Whether a stored callback equals `func` (`remove_done_callback`, with the C future's
+/// `==`). A native task waiting is compared as the `task_wakeup` callable the C task would
+/// have registered.
 fn callback_matches(py: Python<'_>, cb: &Callback, func: &Bound<'_, PyAny>) -> PyResult<bool> {
     let stored = cb.func.bind(py);
     if cb.context.is_none() {
-        // A native task waiting: it matches only its own wake-up callable.
-        let Some(core) = task_core(stored) else { return Ok(false) };
-        return Ok(core.task.wakeup_is(py, func));
+        let wakeup = super::task_api::new_wakeup(stored)?;
+        return wakeup.eq(func);
     }
     if stored.is(func) {
         return Ok(true);

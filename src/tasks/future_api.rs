@@ -27,13 +27,8 @@ unsafe fn this<'a, 'py>(py: Python<'py>, ptr: *mut ffi::PyObject) -> Borrowed<'a
     unsafe { Borrowed::from_ptr(py, ptr) }
 }
 
-pub(super) fn create_type(py: Python<'_>, minor: u8, has: &dyn Fn(&str) -> bool) -> PyResult<pytype::NativeType> {
-    let mut methods = future_methods(minor);
-    methods.retain(|m| {
-        // SAFETY: our names are static C strings.
-        let name = unsafe { std::ffi::CStr::from_ptr(m.ml_name) }.to_str().unwrap_or("");
-        has(name)
-    });
+pub(super) fn create_type(py: Python<'_>, minor: u8) -> PyResult<pytype::NativeType> {
+    let methods = future_methods(minor);
     pytype::create(
         py,
         c"swordfish.Future",
@@ -63,21 +58,50 @@ pub(super) fn common_slots(methods: *mut c_void, getsets: *mut c_void) -> Vec<ff
 pub(super) fn future_methods(minor: u8) -> Vec<ffi::PyMethodDef> {
     let mut m = vec![
         method_kw(c"add_done_callback", add_done_callback),
-        method_o(c"remove_done_callback", remove_done_callback),
         method_kw(c"cancel", future_cancel),
         method_noargs(c"cancelled", cancelled),
         method_noargs(c"done", done),
         method_noargs(c"result", result),
-        method_noargs(c"exception", exception),
-        method_o(c"set_result", set_result),
-        method_o(c"set_exception", set_exception),
-        method_noargs(c"get_loop", get_loop),
         method_noargs(c"_make_cancelled_error", make_cancelled_error),
+        // The await protocol's `send`: from 3.12, a coroutine resumed with a value
+        // (`coro.send(x)`) passes it on with `send` to what it awaits, and a future ignores
+        // it. (No `throw`/`close`: with them the type would pass for a coroutine.)
+        method_o(c"send", send),
+        class_getitem(),
     ];
+    // From 3.12 these take their arguments the Argument Clinic way (with the defining
+    // class), which words arity errors differently.
+    if minor >= 12 {
+        m.extend([
+            method_kw(c"remove_done_callback", remove_done_callback_312),
+            method_kw(c"exception", exception_312),
+            method_kw(c"set_result", set_result_312),
+            method_kw(c"set_exception", set_exception_312),
+            method_kw(c"get_loop", get_loop_312),
+        ]);
+    } else {
+        m.extend([
+            method_o(c"remove_done_callback", remove_done_callback),
+            method_noargs(c"exception", exception),
+            method_o(c"set_result", set_result),
+            method_o(c"set_exception", set_exception),
+            method_noargs(c"get_loop", get_loop),
+        ]);
+    }
     if minor < 11 {
         m.push(method_noargs(c"_repr_info", repr_info));
     }
     m
+}
+
+/// `__class_getitem__`, as on the C types (`Future[int]`).
+fn class_getitem() -> ffi::PyMethodDef {
+    ffi::PyMethodDef {
+        ml_name: c"__class_getitem__".as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunction: ffi::Py_GenericAlias },
+        ml_flags: ffi::METH_O | ffi::METH_CLASS,
+        ml_doc: std::ptr::null(),
+    }
 }
 
 pub(super) fn future_getsets() -> Vec<ffi::PyGetSetDef> {
@@ -91,7 +115,7 @@ pub(super) fn future_getsets() -> Vec<ffi::PyGetSetDef> {
         getset(c"_source_traceback", get_source_traceback, None),
         getset(c"_cancel_message", get_cancel_message, Some(set_cancel_message)),
         getset(c"_asyncio_future_blocking", get_blocking, Some(set_blocking)),
-        getset(c"__class__", get_class, None),
+        getset(c"__class__", get_class, Some(set_class)),
     ]
 }
 
@@ -209,7 +233,7 @@ fn send_turn<'py>(this: &Bound<'py, PyAny>) -> PyResult<Result<Bound<'py, PyAny>
         }
         return Err(PyRuntimeError::new_err("await wasn't used with future"));
     }
-    match core.outcome(py)? {
+    match core.outcome(py, true)? {
         Ok(v) => Ok(Err(v)),
         Err(e) => Err(e),
     }
@@ -238,16 +262,30 @@ unsafe extern "C" fn iternext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
             Ok(match send_turn(&this(py, obj))? {
                 Ok(yielded) => yielded.into_ptr(),
                 Err(value) if value.is_none(py) => ptr::null_mut(),
-                Err(value) => {
-                    let stop = py.get_type::<PyStopIteration>().call1((value,))?;
-                    return Err(PyErr::from_value(stop));
-                }
+                Err(value) => return Err(stop_iteration(py, value)?),
             })
         })
     }
 }
 
 // -- methods -------------------------------------------------------------------------------
+
+unsafe extern "C" fn send(obj: *mut ffi::PyObject, _value: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    unsafe {
+        catch(ptr::null_mut(), |py| match send_turn(&this(py, obj))? {
+            Ok(yielded) => Ok(yielded.into_ptr()),
+            Err(value) => Err(stop_iteration(py, value)?),
+        })
+    }
+}
+
+/// `StopIteration(value)`, or a bare `StopIteration()` for None, as generators return.
+fn stop_iteration(py: Python<'_>, value: Py<PyAny>) -> PyResult<PyErr> {
+    if value.is_none(py) {
+        return Ok(PyStopIteration::new_err(()));
+    }
+    Ok(PyErr::from_value(py.get_type::<PyStopIteration>().call1((value,))?))
+}
 
 macro_rules! noargs {
     ($name:ident, |$py:ident, $this:ident| $body:expr) => {
@@ -304,7 +342,7 @@ noargs!(exception, |py, this| core(&this)?.exception(py));
 
 noargs!(get_loop, |py, this| Ok(core(&this)?.lp(py)?.into_any()));
 
-noargs!(make_cancelled_error, |py, this| Ok(core(&this)?.make_cancelled_error(py)?.into_value(py).into_any()));
+noargs!(make_cancelled_error, |py, this| Ok(core(&this)?.make_cancelled_error(py)?.unbind()));
 
 noargs!(repr_info, |py, this| {
     let g = globals();
@@ -338,7 +376,7 @@ unsafe extern "C" fn add_done_callback(
             let this = this(py, obj);
             let [func, context] = parse(py, "add_done_callback", args, nargs, kwnames, ["fn", "context"], 1, 1)?;
             let func = func.ok_or_else(|| {
-                PyTypeError::new_err("add_done_callback() missing required argument 'fn' (pos 1)")
+                PyTypeError::new_err("add_done_callback() takes exactly 1 positional argument (0 given)")
             })?;
             core(&this)?.add_done_callback(&this, &func, context.as_deref())?;
             none(py)
@@ -361,6 +399,94 @@ unsafe extern "C" fn future_cancel(
         })
     }
 }
+
+/// The arity check of a 3.12+ Clinic method taking one positional-only argument.
+unsafe fn clinic_one<'a, 'py>(
+    py: Python<'py>,
+    fname: &str,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<Borrowed<'a, 'py, PyAny>> {
+    // SAFETY: decoding the count the interpreter passed.
+    let positional = unsafe { ffi::PyVectorcall_NARGS(nargs as usize) } as usize;
+    // SAFETY: a tuple of names, or null.
+    let keywords = if kwnames.is_null() { 0 } else { unsafe { ffi::PyTuple_Size(kwnames) as usize } };
+    if positional + keywords > 1 {
+        return Err(PyTypeError::new_err(format!(
+            "{fname}() takes at most 1 argument ({} given)",
+            positional + keywords
+        )));
+    }
+    if positional == 0 {
+        return Err(PyTypeError::new_err(format!("{fname}() takes exactly 1 positional argument (0 given)")));
+    }
+    // SAFETY: one live positional argument.
+    Ok(unsafe { Borrowed::from_ptr(py, *args) })
+}
+
+/// The arity check of a 3.12+ Clinic method taking no argument.
+fn clinic_none(fname: &str, nargs: ffi::Py_ssize_t, kwnames: *mut ffi::PyObject) -> PyResult<()> {
+    // SAFETY: decoding the count the interpreter passed.
+    if unsafe { ffi::PyVectorcall_NARGS(nargs as usize) } != 0 || !kwnames.is_null() {
+        return Err(PyTypeError::new_err(format!("{fname}() takes no arguments")));
+    }
+    Ok(())
+}
+
+macro_rules! clinic312 {
+    ($name:ident, $fname:literal, one, |$py:ident, $this:ident, $arg:ident| $body:expr) => {
+        unsafe extern "C" fn $name(
+            obj: *mut ffi::PyObject,
+            args: *const *mut ffi::PyObject,
+            nargs: ffi::Py_ssize_t,
+            kwnames: *mut ffi::PyObject,
+        ) -> *mut ffi::PyObject {
+            unsafe {
+                catch_obj(|$py| {
+                    let $this = this($py, obj);
+                    let $arg = clinic_one($py, $fname, args, nargs, kwnames)?;
+                    $body
+                })
+            }
+        }
+    };
+    ($name:ident, $fname:literal, none, |$py:ident, $this:ident| $body:expr) => {
+        unsafe extern "C" fn $name(
+            obj: *mut ffi::PyObject,
+            _args: *const *mut ffi::PyObject,
+            nargs: ffi::Py_ssize_t,
+            kwnames: *mut ffi::PyObject,
+        ) -> *mut ffi::PyObject {
+            unsafe {
+                catch_obj(|$py| {
+                    let $this = this($py, obj);
+                    clinic_none($fname, nargs, kwnames)?;
+                    $body
+                })
+            }
+        }
+    };
+}
+
+clinic312!(remove_done_callback_312, "remove_done_callback", one, |py, this, func| {
+    let n = core(&this)?.remove_done_callback(&this, &func)?;
+    Ok(n.into_pyobject(py)?.into_any().unbind())
+});
+
+clinic312!(set_result_312, "set_result", one, |py, this, value| {
+    core(&this)?.set_result(&this, &value)?;
+    none(py)
+});
+
+clinic312!(set_exception_312, "set_exception", one, |py, this, exc| {
+    core(&this)?.set_exception(&this, &exc)?;
+    none(py)
+});
+
+clinic312!(exception_312, "exception", none, |py, this| core(&this)?.exception(py));
+
+clinic312!(get_loop_312, "get_loop", none, |py, this| Ok(core(&this)?.lp(py)?.into_any()));
 
 // -- attributes ----------------------------------------------------------------------------
 
@@ -453,6 +579,17 @@ unsafe extern "C" fn get_class(obj: *mut ffi::PyObject, _closure: *mut c_void) -
             let g = globals();
             let cls = if task_core(&this).is_some() { &g.asyncio_task } else { &g.asyncio_future };
             Ok(cls.clone_ref(py))
+        })
+    }
+}
+
+/// Assigning `__class__` is refused as for any C object.
+unsafe extern "C" fn set_class(_obj: *mut ffi::PyObject, _v: *mut ffi::PyObject, _closure: *mut c_void) -> c_int {
+    unsafe {
+        catch(-1, |_py| {
+            Err(PyTypeError::new_err(
+                "__class__ assignment only supported for mutable types or ModuleType subclasses",
+            ))
         })
     }
 }

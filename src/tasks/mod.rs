@@ -72,7 +72,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let asyncio_task = asyncio.getattr("Task")?.cast_into::<PyType>()?;
     let minor = py.version_info().minor;
     let has = |name: &str| asyncio_task.hasattr(name).unwrap_or(false);
-    let future = future_api::create_type(py, minor, &has)?;
+    let future = future_api::create_type(py, minor)?;
     let task = task_api::create_type(py, minor, &has)?;
     let tasks = py.import("asyncio.tasks")?;
     let base_futures = py.import("asyncio.base_futures")?;
@@ -174,10 +174,7 @@ pub(crate) fn new_task<'py>(
 
 /// The `task_wakeup` callable of a native task (for reports and foreign futures).
 pub(crate) fn wakeup_callable<'py>(task: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    match task_core(task) {
-        Some(core) => core.task.wakeup_callable(task),
-        None => Err(pyo3::exceptions::PyTypeError::new_err("not a swordfish task")),
-    }
+    task_api::new_wakeup(task)
 }
 
 /// Whether `func` is `asyncio.futures._set_result_unless_cancelled`.

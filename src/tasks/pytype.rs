@@ -82,6 +82,17 @@ pub(crate) fn create(
     }));
     // SAFETY: the spec and everything it points to are 'static; the GIL is held.
     let ty = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyType_FromSpec(spec))? };
+    // `tp_iternext` is there for `await` (a future is its own await iterator) and keeps
+    // working without `__next__` in the type's dict; without it, the type is not taken for
+    // an iterator (`collections.abc.Iterator`), which an asyncio future is not.
+    // SAFETY: the dict of a type just made; deleting a key does not touch the slots.
+    unsafe {
+        let dict = (*ty.as_ptr().cast::<ffi::PyTypeObject>()).tp_dict;
+        if ffi::PyDict_DelItemString(dict, c"__next__".as_ptr()) < 0 {
+            ffi::PyErr_Clear();
+        }
+        ffi::PyType_Modified(ty.as_ptr().cast());
+    }
     let offsets = offsets.into_iter().map(|o| o as isize).collect();
     Ok(NativeType { ty: ty.cast_into::<PyType>()?.unbind(), offsets })
 }
@@ -181,7 +192,7 @@ fn catch_attached<T>(py: Python<'_>, on_error: T, f: impl FnOnce(Python<'_>) -> 
     match catch_unwind(AssertUnwindSafe(|| f(py))) {
         Ok(Ok(v)) => v,
         Ok(Err(err)) => {
-            err.restore(py);
+            raise(py, err);
             on_error
         }
         Err(payload) => {
@@ -192,6 +203,23 @@ fn catch_attached<T>(py: Python<'_>, on_error: T, f: impl FnOnce(Python<'_>) -> 
                 .unwrap_or("panic in swordfish's native task code");
             PanicException::new_err(msg.to_owned()).restore(py);
             on_error
+        }
+    }
+}
+
+/// Set `err` as the interpreter's current error the way C code raises one
+/// (`PyErr_SetObject`): an exception not chained yet gets the exception being handled, if
+/// any, as its `__context__`. (`PyErr::restore` would leave it unchained.)
+fn raise(py: Python<'_>, err: PyErr) {
+    let value = err.into_value(py);
+    // SAFETY: a live exception instance; reading its context returns a new reference.
+    unsafe {
+        let context = ffi::PyException_GetContext(value.as_ptr());
+        if context.is_null() {
+            ffi::PyErr_SetObject(ffi::Py_TYPE(value.as_ptr()).cast(), value.as_ptr());
+        } else {
+            ffi::Py_DECREF(context);
+            PyErr::from_value(value.into_bound(py).into_any()).restore(py);
         }
     }
 }
@@ -251,14 +279,21 @@ pub(crate) unsafe fn parse<'a, 'py, const N: usize>(
     positional_only: usize,
     positional: usize,
 ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; N]> {
+    // Argument Clinic's messages, as the C methods give them.
     let nargs = ffi::PyVectorcall_NARGS(nargs as usize) as usize;
     let mut out: [Option<Borrowed<'a, 'py, PyAny>>; N] = [None; N];
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    if positional_only > 0 && nargs != positional_only && positional == positional_only {
+        return Err(PyTypeError::new_err(format!(
+            "{fname}() takes exactly {positional_only} positional argument{} ({nargs} given)",
+            plural(positional_only)
+        )));
+    }
     if nargs > positional {
         return Err(PyTypeError::new_err(if positional == 0 {
             format!("{fname}() takes no positional arguments")
         } else {
-            format!("{fname}() takes at most {positional} positional argument{} ({nargs} given)",
-                if positional == 1 { "" } else { "s" })
+            format!("{fname}() takes at most {positional} argument{} ({nargs} given)", plural(positional))
         }));
     }
     for (i, slot) in out.iter_mut().enumerate().take(nargs) {
@@ -283,9 +318,14 @@ pub(crate) unsafe fn parse<'a, 'py, const N: usize>(
                     // SAFETY: as above, keyword values follow the positionals.
                     out[i] = Some(unsafe { arg(py, *args.add(nargs + k)) });
                 }
-                _ => {
+                _ if py.version_info() >= (3, 13) => {
                     return Err(PyTypeError::new_err(format!(
                         "{fname}() got an unexpected keyword argument '{key}'"
+                    )))
+                }
+                _ => {
+                    return Err(PyTypeError::new_err(format!(
+                        "'{key}' is an invalid keyword argument for {fname}()"
                     )))
                 }
             }

@@ -46,15 +46,8 @@ pub(crate) struct TaskHot {
     pub coro: Option<Py<PyAny>>,
     pub context: Option<Py<PyAny>>,
     pub fut_waiter: Option<Py<PyAny>>,
-    pub cold: Option<Box<TaskCold>>,
-}
-
-#[derive(Default)]
-pub(crate) struct TaskCold {
     /// The given name (a str); None: "Task-{number}", formatted when first asked.
     pub name: Option<Py<PyAny>>,
-    /// The `task_wakeup` callable, made when a foreign future needs a callback.
-    pub wakeup: Option<Py<PyAny>>,
 }
 
 /// A task's own data (its future part is a `FutureCore` of its own, elsewhere in the
@@ -90,15 +83,14 @@ pub(super) fn create<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = lp.py();
     let g = globals();
+    // In the C task's order: a task whose name cannot be made a string is dropped pending
+    // (and reported so); one whose coroutine is not one is dropped quietly.
+    let obj = alloc_instance(py, g.task.ty.as_ptr().cast())?;
+    let core = task_core(&obj).ok_or_else(uninitialized)?;
+    core.fut.init(py, lp.clone().unbind())?;
     if !is_coroutine(coro)? {
         return Err(PyTypeError::new_err(format!("a coroutine was expected, got {}", coro.repr()?)));
     }
-    let name = match name {
-        Some(n) if !n.is_none() => Some(if n.is_exact_instance_of::<PyString>() { n.clone() } else { n.str()?.into_any() }),
-        _ => None,
-    };
-    let name_is_none = name.is_none();
-    let obj = alloc_instance(py, g.task.ty.as_ptr().cast())?;
     // The context copy is made after the task, as the C task makes it: the cyclic GC
     // visits objects in the order they were made, and an object it meets before the one
     // that refers to it costs it a move to the unreachable list and back, in every
@@ -107,22 +99,18 @@ pub(super) fn create<'py>(
         Some(c) if !c.is_none() => c.clone().unbind(),
         _ => crate::handles::copy_context(py)?,
     };
-    let core = task_core(&obj).ok_or_else(uninitialized)?;
-    core.fut.init(py, lp.clone().unbind())?;
     {
         let mut t = core.task.t.lock(py)?;
         t.coro = Some(coro.clone().unbind());
         t.context = Some(context);
-        if let Some(n) = name {
-            t.cold.get_or_insert_with(Default::default).name = Some(n.unbind());
-        }
     }
-    if name_is_none {
-        core.task.number.set(TASK_COUNTER.fetch_add(1, Ordering::Relaxed) + 1);
+    core.task.log_destroy_pending.set(true);
+    match name {
+        Some(n) if !n.is_none() => core.task.set_name(py, n)?,
+        _ => core.task.number.set(TASK_COUNTER.fetch_add(1, Ordering::Relaxed) + 1),
     }
     LoopCore::push_step(lp, obj.clone().unbind(), StepArg::Send)?;
     g.register_task.bind(py).call1((&obj,))?;
-    core.task.log_destroy_pending.set(true);
     Ok(obj)
 }
 
@@ -151,7 +139,7 @@ pub(super) fn run_step(py: Python<'_>, task: Py<PyAny>, arg: StepArg) -> PyResul
 pub(super) fn wakeup(task: &Bound<'_, PyAny>, core: TaskRef<'_>, fut: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = task.py();
     let exc = match future_core(fut) {
-        Some(fc) => match fc.outcome(py)? {
+        Some(fc) => match fc.outcome(py, false)? {
             Ok(_) => None,
             Err(e) => Some(e.into_value(py).into_bound(py).into_any()),
         },
@@ -202,7 +190,7 @@ fn step_impl(task: &Bound<'_, PyAny>, core: TaskRef<'_>, exc: Option<Bound<'_, P
             None => false,
         };
         if !keep {
-            exc = Some(core.fut.make_cancelled_error(py)?.into_value(py).into_bound(py).into_any());
+            exc = Some(core.fut.cancelled_error(py)?);
         }
         core.task.must_cancel.set(false);
     }
@@ -312,7 +300,7 @@ fn handle_yield(task: &Bound<'_, PyAny>, core: TaskRef<'_>, result: Bound<'_, Py
             return yield_instead_of_yield_from(task, &result);
         }
         result.setattr(intern!(py, "_asyncio_future_blocking"), false)?;
-        let wake = core.task.wakeup_callable(task)?;
+        let wake = super::task_api::new_wakeup(task)?;
         let ctx = core.task.context(py)?;
         let kwargs = PyDict::new(py);
         kwargs.set_item(intern!(py, "context"), ctx)?;
@@ -436,38 +424,23 @@ impl TaskCore {
 
     pub(crate) fn name(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let mut t = self.t.lock(py)?;
-        let cold = t.cold.get_or_insert_with(Default::default);
-        if let Some(n) = &cold.name {
+        if let Some(n) = &t.name {
             return Ok(n.clone_ref(py));
         }
+        if self.number.get() == 0 {
+            // Never named: creation failed on the name (the C task's name is then NULL).
+            return Ok(py.None());
+        }
         let name = PyString::new(py, &format!("Task-{}", self.number.get())).into_any().unbind();
-        cold.name = Some(name.clone_ref(py));
+        t.name = Some(name.clone_ref(py));
         Ok(name)
     }
 
     pub(crate) fn set_name(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let name = if value.is_exact_instance_of::<PyString>() { value.clone() } else { value.str()?.into_any() };
-        let old = self.t.lock(py)?.cold.get_or_insert_with(Default::default).name.replace(name.unbind());
+        let old = self.t.lock(py)?.name.replace(name.unbind());
         drop(old);
         Ok(())
-    }
-
-    /// The callable a foreign future calls back when done (the C task's `task_wakeup`).
-    pub(crate) fn wakeup_callable<'py>(&self, task: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let py = task.py();
-        if let Some(w) = self.t.lock(py)?.cold.as_ref().and_then(|c| c.wakeup.as_ref()) {
-            return Ok(w.bind(py).clone());
-        }
-        let w = super::task_api::new_wakeup(task)?;
-        self.t.lock(py)?.cold.get_or_insert_with(Default::default).wakeup = Some(w.clone().unbind());
-        Ok(w)
-    }
-
-    /// Whether `func` is this task's wake-up callable.
-    pub(crate) fn wakeup_is(&self, py: Python<'_>, func: &Bound<'_, PyAny>) -> bool {
-        self.t
-            .try_lock(py)
-            .is_some_and(|t| t.cold.as_ref().and_then(|c| c.wakeup.as_ref()).is_some_and(|w| w.is(func)))
     }
 
     /// # Safety
@@ -475,11 +448,7 @@ impl TaskCore {
     pub(crate) unsafe fn traverse(&self, visit: ffi::visitproc, arg: *mut c_void) -> std::ffi::c_int {
         let py = unsafe { Python::assume_attached() };
         let Some(t) = self.t.try_lock(py) else { return 0 };
-        let cold = t.cold.as_deref();
-        let refs = [&t.coro, &t.context, &t.fut_waiter]
-            .into_iter()
-            .chain(cold.into_iter().flat_map(|c| [&c.name, &c.wakeup]));
-        for o in refs.flatten() {
+        for o in [&t.coro, &t.context, &t.fut_waiter, &t.name].into_iter().flatten() {
             let r = unsafe { pytype::visit_ptr(o.as_ptr(), visit, arg) };
             if r != 0 {
                 return r;

@@ -45,11 +45,13 @@ pub(super) fn create_type(py: Python<'_>, minor: u8, has: &dyn Fn(&str) -> bool)
         method_kw(c"get_stack", get_stack),
         method_kw(c"print_stack", print_stack),
     ]);
-    // Only what the interpreter's own Task has (cancelling/uncancel from 3.11, ...).
+    // The methods that came with later Pythons only where the interpreter's Task has them
+    // (cancelling/uncancel from 3.11, get_context from 3.12).
+    let versioned = ["cancelling", "uncancel", "get_context"];
     methods.retain(|m| {
         // SAFETY: as above.
         let name = unsafe { CStr::from_ptr(m.ml_name) }.to_str().unwrap_or("");
-        has(name)
+        !versioned.contains(&name) || has(name)
     });
     let mut getsets = future_api::future_getsets();
     getsets.extend([
