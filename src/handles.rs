@@ -6,6 +6,7 @@
 //! `LoopShared`.
 
 use crate::call_args::CallArgs;
+use crate::context::{self, Captured};
 use crate::sync::GilCell;
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
@@ -34,7 +35,8 @@ impl LoopShared {
 struct HandleData {
     func: Option<Py<PyAny>>,
     args: Option<CallArgs>,
-    context: Option<Py<PyAny>>,
+    /// None: no context switch (`HandleContext::Unneeded`).
+    context: Option<Captured>,
     source_traceback: Option<Py<PyAny>>,
     /// Representation frozen at cancel time in debug mode (the callback is gone after).
     repr: Option<String>,
@@ -55,15 +57,18 @@ pub enum HandleContext {
     Given(Py<PyAny>),
     /// A copy of the current context, taken now (the stdlib's default).
     CopyCurrent,
+    /// A context captured earlier (a future's done callback).
+    Captured(Captured),
     /// No context switch: only for stdlib callbacks that never touch context variables.
     Unneeded,
 }
 
 impl HandleContext {
-    fn resolve(self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+    fn resolve(self, py: Python<'_>) -> PyResult<Option<Captured>> {
         Ok(match self {
-            HandleContext::Given(c) => Some(c),
-            HandleContext::CopyCurrent => Some(copy_context(py)?),
+            HandleContext::Given(c) => Some(Captured::Object(c)),
+            HandleContext::CopyCurrent => Some(Captured::Object(context::copy_current(py)?)),
+            HandleContext::Captured(c) => Some(c),
             HandleContext::Unneeded => None,
         })
     }
@@ -209,12 +214,21 @@ impl Handle {
                 (Some(f), Some(a)) => Some((f, a, d.context.take())),
                 _ => None,
             },
-            Ok(d) => {
+            Ok(mut d) => {
                 let cb = match (&d.func, &d.args) {
                     (Some(f), Some(a)) => Some((f.clone_ref(py), a.clone_ref(py))),
                     _ => None,
                 };
-                cb.map(|(f, a)| (f, a, d.context.as_ref().map(|c| c.clone_ref(py))))
+                // Someone else holds the handle and may ask for its context while the
+                // callback runs: then it must be the one entered, so it is made now.
+                let ctx = match (&cb, d.context.as_mut()) {
+                    (Some(_), Some(c)) => match c.object(py) {
+                        Ok(obj) => Some(Captured::Object(obj)),
+                        Err(err) => return Err(Failure { err, func: py.None(), args: PyTuple::empty(py).unbind() }),
+                    },
+                    _ => None,
+                };
+                cb.map(|(f, a)| (f, a, ctx))
             }
             Err(err) => {
                 return Err(Failure { err, func: py.None(), args: PyTuple::empty(py).unbind() })
@@ -222,7 +236,7 @@ impl Handle {
         };
         let Some((func, args, context)) = taken else { return Ok(false) };
         let result = match &context {
-            Some(ctx) => run_in_context(py, ctx, &func, &args),
+            Some(ctx) => ctx.to_run_in(py).and_then(|ctx| context::run_in(py, &ctx, || args.call(py, &func))),
             None => match &args {
                 // `asyncio.sleep()`'s timer on a native future, without the Python call.
                 CallArgs::Two(fut, value) if crate::tasks::is_sleep_callback(func.bind(py)) => {
@@ -249,24 +263,6 @@ impl Handle {
     }
 }
 
-fn run_in_context(
-    py: Python<'_>,
-    ctx: &Py<PyAny>,
-    func: &Py<PyAny>,
-    args: &CallArgs,
-) -> PyResult<()> {
-    // Same as `ctx.run(func, *args)` without building a bound method and an argument tuple.
-    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
-        return Err(PyErr::fetch(py));
-    }
-    let result = args.call(py, func);
-    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
-        let exit_err = PyErr::fetch(py);
-        return result.and(Err(exit_err));
-    }
-    result
-}
-
 fn is_gc_tracked(obj: &Bound<'_, PyAny>) -> bool {
     unsafe { ffi::PyObject_GC_IsTracked(obj.as_ptr()) != 0 }
 }
@@ -285,13 +281,6 @@ pub fn hide_from_gc(obj: &Bound<'_, PyAny>) {
 pub fn hand_back(handle: &Bound<'_, Handle>) {
     if !is_gc_tracked(handle.as_any()) {
         unsafe { ffi::PyObject_GC_Track(handle.as_ptr().cast()) }
-    }
-}
-
-pub fn copy_context(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    unsafe {
-        let ptr = ffi::PyContext_CopyCurrent();
-        Bound::from_owned_ptr_or_err(py, ptr).map(Bound::unbind)
     }
 }
 
@@ -347,7 +336,11 @@ impl Handle {
     }
 
     fn get_context(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.data.lock(py)?.context.as_ref().map_or_else(|| py.None(), |c| c.clone_ref(py)))
+        let mut d = self.data.lock(py)?;
+        Ok(match d.context.as_mut() {
+            Some(c) => c.object(py)?,
+            None => py.None(),
+        })
     }
 
     #[getter]
@@ -399,7 +392,7 @@ impl Handle {
             if let Some(a) = &d.args {
                 a.visit(&visit)?;
             }
-            visit.call(&d.context)?;
+            visit.call(d.context.as_ref().and_then(Captured::as_object))?;
             visit.call(&d.source_traceback)?;
         }
         Ok(())

@@ -2,6 +2,7 @@
 
 mod call_args;
 mod clock;
+mod context;
 mod event_loop;
 mod handles;
 mod http;

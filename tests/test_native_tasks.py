@@ -1488,6 +1488,158 @@ def test_task_callbacks_and_wakeups_run_in_task_context(loop):
     return [loop.run_until_complete(t1), loop.run_until_complete(t2), var.get()]
 
 
+# Made where no context variable is set, a task or callback gets an empty copy of the
+# context, which swordfish makes only when needed (src/context.rs). These scenarios run in
+# a fresh empty context so that they take that path whatever the test process has set.
+
+
+def in_empty_context(scenario):
+    def run(loop):
+        return contextvars.Context().run(scenario, loop)
+
+    run.__name__ = scenario.__name__
+    run.__doc__ = scenario.__doc__
+    return run
+
+
+@differential
+@in_empty_context
+def test_empty_context_task_keeps_what_its_steps_set(loop):
+    other = contextvars.ContextVar("other", default="unset")
+
+    async def child():
+        seen = [var.get()]
+        await asyncio.sleep(0)
+        token = other.set("set in step 2")
+        await asyncio.sleep(0)
+        seen.append(other.get())
+        var.set("set in step 3")
+        await asyncio.sleep(0)
+        seen.append(var.get())
+        other.reset(token)
+        await asyncio.sleep(0)
+        seen.append(other.get())
+        return seen
+
+    tasks = [loop.create_task(child()) for _ in range(3)]
+    out = loop.run_until_complete(asyncio.gather(*tasks))
+    return [out, var.get(), other.get(), len(contextvars.copy_context())]
+
+
+@differential
+@in_empty_context
+def test_empty_context_tasks_made_by_a_task(loop):
+    async def grandchild():
+        await asyncio.sleep(0)
+        return var.get()
+
+    async def child(tag):
+        first = await loop.create_task(grandchild())
+        var.set(tag)
+        second = await loop.create_task(grandchild())
+        return (first, second, var.get())
+
+    async def main():
+        return await asyncio.gather(child("a"), child("b"))
+
+    return loop.run_until_complete(main())
+
+
+@since(3, 12)
+@differential
+@in_empty_context
+def test_empty_context_get_context_during_a_step(loop):
+    async def child():
+        ctx = asyncio.current_task().get_context()
+        out = [attempt(ctx.run, lambda: None), len(ctx)]
+        await asyncio.sleep(0)
+        out.append(asyncio.current_task().get_context() is ctx)
+        var.set("x")
+        await asyncio.sleep(0)
+        out.append(ctx.get(var))
+        return out, ctx
+
+    t = loop.create_task(child())
+    out, ctx = loop.run_until_complete(t)
+    return [out, t.get_context() is ctx]
+
+
+@since(3, 12)
+@differential
+@in_empty_context
+def test_empty_context_get_context_before_the_first_step(loop):
+    async def child():
+        await asyncio.sleep(0)
+        var.set("from the task")
+        await asyncio.sleep(0)
+
+    t = loop.create_task(child())
+    ctx = t.get_context()
+    ref = weakref.ref(t.get_context())
+    out = [len(ctx), t.get_context() is ctx]
+    run_iterations(loop, 1)
+    out.append(ref() is ctx)
+    loop.run_until_complete(t)
+    out += [ctx.get(var), t.get_context() is ctx, var.get()]
+    return out
+
+
+@since(3, 12)
+@differential
+@in_empty_context
+def test_empty_context_handles(loop):
+    def set_var(tag):
+        var.set(tag)
+
+    h1 = loop.call_soon(set_var, "soon")
+    ctx1 = h1.get_context()
+    h2 = loop.call_later(0, set_var, "later")
+    h3 = loop.call_soon(set_var, "unasked")
+    out = [len(ctx1), h1.get_context() is ctx1]
+    run_iterations(loop, 2)
+    out += [ctx1.get(var), h1.get_context() is ctx1, h2.get_context().get(var),
+            h3.get_context().get(var), var.get()]
+    return out
+
+
+@differential
+@in_empty_context
+def test_empty_context_timer_callbacks(loop):
+    seen = []
+
+    def first(tag):
+        seen.append(("first", var.get()))
+        var.set(tag)
+        loop.call_soon(second)
+
+    def second():
+        seen.append(("second", var.get()))
+
+    loop.call_later(0, first, "a")
+    loop.call_at(loop.time(), first, "b")
+    run_iterations(loop, 3)
+    return [seen, var.get()]
+
+
+@differential
+@in_empty_context
+def test_empty_context_done_callbacks(loop):
+    def set_var(fut):
+        var.set(fut.result())
+
+    f = loop.create_future()
+    f.add_done_callback(set_var)
+    g = loop.create_future()
+    g.add_done_callback(set_var)
+    ctx = f._callbacks[0][1]
+    out = [len(ctx), f._callbacks[0][1] is ctx]
+    f.set_result("f")
+    g.set_result("g")
+    run_iterations(loop, 1)
+    out += [ctx.get(var), var.get()]
+    return out
+
+
 # ------------------------------------------------------------------ tasks: cancellation
 
 

@@ -84,7 +84,8 @@ impl LoopCore {
         which: Which,
     ) -> PyResult<Py<Handle>> {
         let fd = fileobj_to_fd(fileobj)?;
-        let handle = Self::new_handle(slf, callback, CallArgs::from_tuple(args)?, None, None)?;
+        let context = Self::handle_context(slf, callback, None);
+        let handle = Self::new_handle(slf, callback, CallArgs::from_tuple(args)?, context, None)?;
         let handle = Self::watch(slf, fd, handle, which, None)?;
         if !fileobj.is_instance_of::<PyInt>() {
             let py = slf.py();

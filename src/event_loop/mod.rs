@@ -198,6 +198,7 @@ impl LoopCore {
         args: &Bound<'_, PyTuple>,
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
+        let context = Self::handle_context(slf, callback, context);
         Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon", true)
     }
 
@@ -208,6 +209,7 @@ impl LoopCore {
         args: &Bound<'_, PyTuple>,
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
+        let context = Self::handle_context(slf, callback, context);
         let handle = Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon_threadsafe", false)?;
         slf.get().wake();
         Ok(handle)
@@ -226,6 +228,7 @@ impl LoopCore {
         }
         let when = monotonic() + delay.extract::<f64>()?;
         // Named call_at in debug-mode errors, as the stdlib's call_later hands over to it.
+        let context = Self::handle_context(slf, callback, context);
         Self::schedule_at(slf, when, callback, CallArgs::from_tuple(args)?, context, "call_at")
     }
 
@@ -240,6 +243,7 @@ impl LoopCore {
         if when.is_none() {
             return Err(PyTypeError::new_err("when cannot be None"));
         }
+        let context = Self::handle_context(slf, callback, context);
         Self::schedule_at(slf, when.extract::<f64>()?, callback, CallArgs::from_tuple(args)?, context, "call_at")
     }
 

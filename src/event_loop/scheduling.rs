@@ -3,6 +3,7 @@
 
 use super::{LoopCore, Ready};
 use crate::call_args::CallArgs;
+use crate::context::Captured;
 use crate::handles::{hand_back, hide_from_gc, Handle, HandleContext, TimerHandle};
 use crate::pyutil::vectorcall_kw;
 use crate::tasks::StepArg;
@@ -43,10 +44,9 @@ impl LoopCore {
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
         args: CallArgs,
-        context: Option<Bound<'_, PyAny>>,
+        context: HandleContext,
         source_tb: Option<Py<PyAny>>,
     ) -> PyResult<Handle> {
-        let context = Self::handle_context(slf, callback, context);
         let h = Handle::new(
             slf.py(),
             callback.clone().unbind(),
@@ -64,7 +64,7 @@ impl LoopCore {
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
         args: CallArgs,
-        context: Option<Bound<'_, PyAny>>,
+        context: HandleContext,
         method: &str,
         check_thread: bool,
     ) -> PyResult<Py<Handle>> {
@@ -75,8 +75,7 @@ impl LoopCore {
         let spare = if this.debug() { None } else { this.spare.lock(py)?.take_handle() };
         let handle = match spare {
             Some(h) => {
-                let ctx = Self::handle_context(slf, callback, context);
-                h.get().refill(py, callback.clone().unbind(), args, ctx)?;
+                h.get().refill(py, callback.clone().unbind(), args, context)?;
                 h
             }
             None => {
@@ -94,19 +93,25 @@ impl LoopCore {
         when: f64,
         callback: &Bound<'_, PyAny>,
         args: CallArgs,
-        context: Option<Bound<'_, PyAny>>,
+        context: HandleContext,
         method: &str,
     ) -> PyResult<Py<TimerHandle>> {
         let this = slf.get();
         let py = slf.py();
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, true)?;
+        // A timer waits, often long: an empty copy of the context is not kept meanwhile (a
+        // `call_soon` handle runs at once, and keeping the copy costs less than making a
+        // context at run time).
+        let context = match context {
+            HandleContext::CopyCurrent => HandleContext::Captured(Captured::current(py)?),
+            other => other,
+        };
         let spare = if this.debug() { None } else { this.spare.lock(py)?.take_timer() };
         let timer = match spare {
             Some(t) => {
-                let ctx = Self::handle_context(slf, callback, context);
                 let base = t.bind(py).as_super();
-                base.get().refill(py, callback.clone().unbind(), args, ctx)?;
+                base.get().refill(py, callback.clone().unbind(), args, context)?;
                 t.get().reschedule(when);
                 t
             }
@@ -220,21 +225,27 @@ impl LoopCore {
         Ok(())
     }
 
-    /// `call_soon(callback, arg, context=context)` for a native future's done callback.
+    /// `call_soon(callback, arg, context=...)` for a native future's done callback: its
+    /// captured context, or None for a copy of the current one.
     pub(crate) fn call_soon_with_context(
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
         arg: &Bound<'_, PyAny>,
-        context: Option<Bound<'_, PyAny>>,
+        context: Option<Captured>,
     ) -> PyResult<()> {
         let args = CallArgs::One(arg.clone().unbind());
+        let context = match context {
+            Some(c) => HandleContext::Captured(c),
+            None => Self::handle_context(slf, callback, None),
+        };
         Self::schedule_soon(slf, callback, args, context, "call_soon", true)?;
         Ok(())
     }
 
     /// `call_soon(callback)` for native code.
     pub(crate) fn call_soon_internal_noarg(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
-        Self::schedule_soon(slf, callback, CallArgs::Zero, None, "call_soon", false)?;
+        let context = Self::handle_context(slf, callback, None);
+        Self::schedule_soon(slf, callback, CallArgs::Zero, context, "call_soon", false)?;
         Ok(())
     }
 
@@ -245,7 +256,8 @@ impl LoopCore {
         arg: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let args = CallArgs::One(arg.clone().unbind());
-        Self::schedule_soon(slf, callback, args, None, "call_soon", false)?;
+        let context = Self::handle_context(slf, callback, None);
+        Self::schedule_soon(slf, callback, args, context, "call_soon", false)?;
         Ok(())
     }
 }

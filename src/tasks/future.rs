@@ -3,6 +3,7 @@
 //! done callbacks.
 
 use super::{future_core, globals, pytype, task_core};
+use crate::context::Captured;
 use crate::event_loop::LoopCore;
 use crate::sync::GilCell;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
@@ -21,7 +22,10 @@ pub(crate) enum FutState {
 }
 
 /// A done callback. `context` None marks a native task waiting for this future: it is
-/// woken by queueing its next step, with no handle and no wake-up object.
+/// woken by queueing its next step, with no handle and no wake-up object. A context of
+/// Python None (given as `context=None`) means a copy of the context current when the
+/// callback is scheduled; a captured empty context is stored as its marker (see
+/// `Captured::into_stored`).
 pub(crate) struct Callback {
     pub func: Py<PyAny>,
     pub context: Option<Py<PyAny>>,
@@ -62,6 +66,10 @@ impl Hot {
 
     fn callbacks(&self) -> impl Iterator<Item = &Callback> {
         self.first.iter().chain(self.cold.iter().flat_map(|c| c.rest.iter()))
+    }
+
+    fn callbacks_mut(&mut self) -> impl Iterator<Item = &mut Callback> {
+        self.first.iter_mut().chain(self.cold.iter_mut().flat_map(|c| c.rest.iter_mut()))
     }
 
     /// Take every callback out, in order.
@@ -370,7 +378,7 @@ impl FutureCore {
         self.ensure_alive(py)?;
         let context = match context {
             Some(c) => c.clone().unbind(),
-            None => crate::handles::copy_context(py)?,
+            None => Captured::current(py)?.into_stored(py)?,
         };
         let cb = Callback { func: func.clone().unbind(), context: Some(context) };
         if self.state() != FutState::Pending {
@@ -440,8 +448,17 @@ impl FutureCore {
     /// The callbacks as `_callbacks` shows them: None, or a list of (fn, context) pairs.
     pub(crate) fn callbacks_list(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let pairs: Vec<(Py<PyAny>, Option<Py<PyAny>>)> = {
-            let f = self.f.lock(py)?;
-            f.callbacks().map(|cb| (cb.func.clone_ref(py), cb.context.as_ref().map(|c| c.clone_ref(py)))).collect()
+            let mut f = self.f.lock(py)?;
+            let mut pairs = Vec::new();
+            for cb in f.callbacks_mut() {
+                // A context not made yet is made now and kept: `_callbacks` shows the same
+                // object every time, and the callback runs in it.
+                if let Some(c) = cb.context.take() {
+                    cb.context = Some(Captured::from_stored(py, c).object(py)?);
+                }
+                pairs.push((cb.func.clone_ref(py), cb.context.as_ref().map(|c| c.clone_ref(py))));
+            }
+            pairs
         };
         if pairs.is_empty() {
             return Ok(py.None());
@@ -482,8 +499,7 @@ impl FutureCore {
         let lp = lp.bind(py);
         match cb.context {
             Some(ctx) => {
-                let ctx = ctx.into_bound(py);
-                let ctx = (!ctx.is_none()).then_some(ctx);
+                let ctx = (!ctx.is_none(py)).then(|| Captured::from_stored(py, ctx));
                 LoopCore::call_soon_with_context(lp, cb.func.bind(py), this, ctx)
             }
             None => LoopCore::push_step(lp, cb.func, super::StepArg::Wakeup(this.clone().unbind())),

@@ -9,6 +9,7 @@
 
 use super::future::{alloc_instance, invalid_state, FutState, FutureCore};
 use super::{future_core, globals, pytype, task_core};
+use crate::context::Captured;
 use crate::event_loop::LoopCore;
 use crate::sync::GilCell;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
@@ -41,10 +42,27 @@ impl StepArg {
 /// Numbers for the names of unnamed tasks ("Task-N").
 static TASK_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// What a task's `context` is. A task made where no context variable is set gets an empty
+/// copy of the context, which is not made until needed (see `crate::context`): each step
+/// runs in a new empty context, let go after the step unless the step leaves a variable in
+/// it or something else refers to it. (A plain enum, so that zeroed memory is valid.)
+#[repr(u8)]
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ContextKind {
+    /// The task's own context; None: the task is not initialised.
+    #[default]
+    Own = 0,
+    /// An empty copy, not made (`context` is None).
+    Empty = 1,
+    /// The empty context made for the step running now.
+    Step = 2,
+}
+
 #[derive(Default)]
 pub(crate) struct TaskHot {
     pub coro: Option<Py<PyAny>>,
     pub context: Option<Py<PyAny>>,
+    pub context_kind: ContextKind,
     pub fut_waiter: Option<Py<PyAny>>,
     /// The given name (a str); None: "Task-{number}", formatted when first asked.
     pub name: Option<Py<PyAny>>,
@@ -95,14 +113,18 @@ pub(super) fn create<'py>(
     // visits objects in the order they were made, and an object it meets before the one
     // that refers to it costs it a move to the unreachable list and back, in every
     // collection.
-    let context = match context {
-        Some(c) if !c.is_none() => c.clone().unbind(),
-        _ => crate::handles::copy_context(py)?,
+    let (context, kind) = match context {
+        Some(c) if !c.is_none() => (Some(c.clone().unbind()), ContextKind::Own),
+        _ => match Captured::current(py)? {
+            Captured::Object(c) => (Some(c), ContextKind::Own),
+            Captured::Empty => (None, ContextKind::Empty),
+        },
     };
     {
         let mut t = core.task.t.lock(py)?;
         t.coro = Some(coro.clone().unbind());
-        t.context = Some(context);
+        t.context = context;
+        t.context_kind = kind;
     }
     core.task.log_destroy_pending.set(true);
     match name {
@@ -118,19 +140,14 @@ pub(super) fn create<'py>(
 pub(super) fn run_step(py: Python<'_>, task: Py<PyAny>, arg: StepArg) -> PyResult<()> {
     let task = task.into_bound(py);
     let core = task_core(&task).ok_or_else(uninitialized)?;
-    let ctx = core.task.context(py)?;
-    // SAFETY: a live context object; entering and leaving it are paired below.
-    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
-        return Err(PyErr::fetch(py));
-    }
-    let result = match arg {
+    let (ctx, made) = core.task.step_context(py)?;
+    let result = crate::context::run_in(py, &ctx, || match arg {
         StepArg::Send => step(&task, core, None),
         StepArg::Throw(exc) => step(&task, core, Some(exc.into_bound(py))),
         StepArg::Wakeup(fut) => wakeup(&task, core, &fut.into_bound(py)),
-    };
-    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
-        let err = PyErr::fetch(py);
-        return result.and(Err(err));
+    });
+    if made {
+        core.task.end_step_context(py, ctx);
     }
     result
 }
@@ -381,8 +398,54 @@ fn uninitialized() -> PyErr {
 }
 
 impl TaskCore {
+    /// The task's context object (`get_context()`); from now on the task keeps it.
     pub(crate) fn context(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.t.lock(py)?.context.as_ref().map(|c| c.clone_ref(py)).ok_or_else(uninitialized)
+        let mut t = self.t.lock(py)?;
+        let obj = match (&t.context, t.context_kind) {
+            (Some(c), ContextKind::Own) => return Ok(c.clone_ref(py)),
+            (Some(c), ContextKind::Step) => c.clone_ref(py),
+            (None, ContextKind::Empty) => crate::context::new_empty(py)?,
+            _ => return Err(uninitialized()),
+        };
+        // What this replaces is `obj` itself or nothing: nothing is freed under the lock.
+        t.context = Some(obj.clone_ref(py));
+        t.context_kind = ContextKind::Own;
+        Ok(obj)
+    }
+
+    /// The context a step runs in, and whether it is a new one made for this step.
+    fn step_context(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, bool)> {
+        let mut t = self.t.lock(py)?;
+        match (&t.context, t.context_kind) {
+            (Some(c), _) => Ok((c.clone_ref(py), false)),
+            (None, ContextKind::Empty) => {
+                let c = crate::context::new_empty(py)?;
+                t.context = Some(c.clone_ref(py));
+                t.context_kind = ContextKind::Step;
+                Ok((c, true))
+            }
+            (None, _) => Err(uninitialized()),
+        }
+    }
+
+    /// After a step in a context made for it: the context is let go again when the step
+    /// left no variable in it and nothing else refers to it (only the task and `ctx` do);
+    /// otherwise it is the task's own from now on.
+    fn end_step_context(&self, py: Python<'_>, ctx: Py<PyAny>) {
+        let unused = unsafe { ffi::Py_REFCNT(ctx.as_ptr()) } == 2 && crate::context::is_empty(ctx.bind(py));
+        let Ok(mut t) = self.t.lock(py) else { return };
+        // Already the task's own when `get_context()` was called during the step.
+        if t.context_kind != ContextKind::Step || !t.context.as_ref().is_some_and(|c| c.is(&ctx)) {
+            return;
+        }
+        if unused {
+            t.context_kind = ContextKind::Empty;
+            let old = t.context.take();
+            drop(t);
+            drop(old);
+        } else {
+            t.context_kind = ContextKind::Own;
+        }
     }
 
     /// The coroutine, None once cleared.

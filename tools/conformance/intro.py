@@ -55,6 +55,13 @@ Python it ran on and keeping the others.
   The transport modules built the same way (`test_sendfile`, `test_server`,
   `test_buffered_proto`) are already described in
   `tools/conformance/modules.py`.
+* `loop.create_future()` and `loop.create_task()` return swordfish's native
+  `Future` and `Task` (see [design](design.md#native-futures-and-tasks)), so every test
+  that makes a future or a task through the loop (`asyncio.create_task`, `gather`,
+  `wait_for`, `TaskGroup`, `asyncio.timeout`, the locks and queues, ...) runs on them.
+  The classes a test constructs itself (`asyncio.Task(coro, loop=loop)`, `tasks._PyTask`)
+  stay the stdlib's. `tests/test_native_tasks.py` runs its scenarios on both kinds and
+  compares; the few differences are listed in the README.
 * Only where the test harness itself (not a test) reads a private attribute
   of the stdlib loop does a shim step in (`tools/conformance/shims.py`):
   `test_utils.TestCase.close_loop` reads `loop._default_executor`; for a

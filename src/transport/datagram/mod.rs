@@ -25,7 +25,7 @@ mod api;
 use address::*;
 use crate::transport::pybuf::{in_context, View};
 use crate::transport::IoTarget;
-use crate::handles::copy_context;
+use crate::context::copy_current as copy_context;
 use crate::event_loop::LoopCore;
 use crate::pyutil::{is_exit, os_error};
 use crate::reactor::Readiness;

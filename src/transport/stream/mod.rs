@@ -17,7 +17,7 @@ mod read;
 mod write;
 
 use crate::event_loop::LoopCore;
-use crate::handles::copy_context;
+use crate::context::copy_current as copy_context;
 use crate::reactor::Readiness;
 use crate::transport::pybuf::{in_context, read_into_bytes, read_sized, with_bytes, View, COPY_OUT_LIMIT};
 use crate::transport::write_buffer::{write_once, Sink, WriteBuffer};
