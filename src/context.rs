@@ -77,13 +77,6 @@ impl Captured {
             Captured::Object(stored)
         }
     }
-
-    pub fn clone_ref(&self, py: Python<'_>) -> Captured {
-        match self {
-            Captured::Object(c) => Captured::Object(c.clone_ref(py)),
-            Captured::Empty => Captured::Empty,
-        }
-    }
 }
 
 /// Whether a stored reference is the empty marker (see `Captured::into_stored`).

@@ -453,8 +453,8 @@ impl FutureCore {
             for cb in f.callbacks_mut() {
                 // A context not made yet is made now and kept: `_callbacks` shows the same
                 // object every time, and the callback runs in it.
-                if let Some(c) = cb.context.take() {
-                    cb.context = Some(Captured::from_stored(py, c).object(py)?);
+                if cb.context.as_ref().is_some_and(|c| crate::context::is_empty_marker(py, c)) {
+                    cb.context = Some(crate::context::new_empty(py)?);
                 }
                 pairs.push((cb.func.clone_ref(py), cb.context.as_ref().map(|c| c.clone_ref(py))));
             }
