@@ -100,13 +100,6 @@ impl LoopCore {
         let py = slf.py();
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, true)?;
-        // A timer waits, often long: an empty copy of the context is not kept meanwhile (a
-        // `call_soon` handle runs at once, and keeping the copy costs less than making a
-        // context at run time).
-        let context = match context {
-            HandleContext::CopyCurrent => HandleContext::Captured(Captured::current(py)?),
-            other => other,
-        };
         let spare = if this.debug() { None } else { this.spare.lock(py)?.take_timer() };
         let timer = match spare {
             Some(t) => {
