@@ -107,8 +107,9 @@ pub fn is_empty(ctx: &Bound<'_, PyAny>) -> bool {
     n == 0
 }
 
-/// Run `f` with `ctx` entered, as `ctx.run(...)` does, without building a bound method.
-pub fn run_in<T>(py: Python<'_>, ctx: &Py<PyAny>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+/// Run `f` inside `ctx` (a `contextvars.Context`), as `ctx.run(...)` does, without building a
+/// bound method: how handles, task steps and transport callbacks enter their context.
+pub fn in_context<T>(py: Python<'_>, ctx: &Py<PyAny>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     // SAFETY: a live context object; entering and leaving it are paired below.
     if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
         return Err(PyErr::fetch(py));

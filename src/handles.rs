@@ -236,7 +236,7 @@ impl Handle {
         };
         let Some((func, args, context)) = taken else { return Ok(false) };
         let result = match &context {
-            Some(ctx) => ctx.to_run_in(py).and_then(|ctx| context::run_in(py, &ctx, || args.call(py, &func))),
+            Some(ctx) => ctx.to_run_in(py).and_then(|ctx| context::in_context(py, &ctx, || args.call(py, &func))),
             None => match &args {
                 // `asyncio.sleep()`'s timer on a native future, without the Python call.
                 CallArgs::Two(fut, value) if crate::tasks::is_sleep_callback(func.bind(py)) => {

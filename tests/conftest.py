@@ -9,6 +9,7 @@ import error (it is never skipped).
 """
 
 import asyncio
+import contextlib
 import gc
 import os
 import socket
@@ -252,9 +253,9 @@ def child_env(**extra):
     return env
 
 
-@pytest.fixture
-def no_gc():
-    """Disable the cyclic GC for the duration of a test."""
+@contextlib.contextmanager
+def gc_disabled():
+    """The cyclic GC collected once, then off until the block ends."""
     was = gc.isenabled()
     gc.collect()
     gc.disable()
@@ -263,6 +264,13 @@ def no_gc():
     finally:
         if was:
             gc.enable()
+
+
+@pytest.fixture
+def no_gc():
+    """Disable the cyclic GC for the duration of a test."""
+    with gc_disabled():
+        yield
 
 
 def run_iterations(loop, n=3):

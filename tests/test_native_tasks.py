@@ -15,7 +15,6 @@ paths and line numbers are the same on both sides (the same code runs twice).
 import asyncio
 import collections.abc
 import concurrent.futures
-import contextlib
 import contextvars
 import gc
 import inspect
@@ -27,7 +26,7 @@ import weakref
 
 import pytest
 
-from conftest import require_swordfish, run_iterations
+from conftest import gc_disabled, require_swordfish, run_iterations
 
 PY = sys.version_info[:2]
 
@@ -110,18 +109,6 @@ def record_handler(loop):
     seen = []
     loop.set_exception_handler(lambda lp, ctx: seen.append(ctx_summary(ctx)))
     return seen
-
-
-@contextlib.contextmanager
-def gc_disabled():
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _close(loop):
@@ -2637,78 +2624,61 @@ def test_gc_failed_task_freed_by_refcount_after_retrieval(loop):
 # ------------------------------------------------------------------ mixing native and C types
 
 
-@differential
-def test_c_task_awaiting_loop_future(loop):
+def awaited_across_types(loop, make_task, fut, value):
+    """A task of one kind awaiting a future of the other, to its result."""
+
     async def body(fut):
         return ("got", await fut)
 
-    f = loop.create_future()
-    t = c_task(loop, body(f))
+    t = make_task(body(fut))
     run_iterations(loop, 2)
-    out = [t._fut_waiter is f, len(f._callbacks)]
-    f.set_result("from-loop-future")
+    out = [t._fut_waiter is fut, len(fut._callbacks), fut._asyncio_future_blocking]
+    fut.set_result(value)
     out.append(loop.run_until_complete(t))
     return out
+
+
+def cancelled_across_types(loop, make_task, fut, msg):
+    """A task of one kind cancelled while it awaits a future of the other."""
+
+    async def body(fut):
+        try:
+            await fut
+        except asyncio.CancelledError as e:
+            seen.append(exc(e))
+            raise
+
+    seen = []
+    t = make_task(body(fut))
+    run_iterations(loop, 2)
+    out = [t.cancel(msg), fut.cancelled(), fut._cancel_message]
+    run_iterations(loop, 3)
+    out += [seen, t.cancelled()]
+    try:
+        t.result()
+    except asyncio.CancelledError as e:
+        out.append(chain(e))
+    return out
+
+
+@differential
+def test_c_task_awaiting_loop_future(loop):
+    return awaited_across_types(loop, lambda c: c_task(loop, c), loop.create_future(), "from-loop-future")
 
 
 @differential
 def test_c_task_awaiting_loop_future_cancelled(loop):
-    async def body(fut):
-        try:
-            await fut
-        except asyncio.CancelledError as e:
-            seen.append(exc(e))
-            raise
-
-    seen = []
-    f = loop.create_future()
-    t = c_task(loop, body(f))
-    run_iterations(loop, 2)
-    out = [t.cancel("c-task-msg"), f.cancelled(), f._cancel_message]
-    run_iterations(loop, 3)
-    out += [seen, t.cancelled()]
-    try:
-        t.result()
-    except asyncio.CancelledError as e:
-        out.append(chain(e))
-    return out
+    return cancelled_across_types(loop, lambda c: c_task(loop, c), loop.create_future(), "c-task-msg")
 
 
 @differential
 def test_loop_task_awaiting_c_future(loop):
-    async def body(fut):
-        return ("got", await fut)
-
-    f = c_future(loop)
-    t = loop.create_task(body(f))
-    run_iterations(loop, 2)
-    out = [t._fut_waiter is f, len(f._callbacks), f._asyncio_future_blocking]
-    f.set_result("from-c-future")
-    out.append(loop.run_until_complete(t))
-    return out
+    return awaited_across_types(loop, loop.create_task, c_future(loop), "from-c-future")
 
 
 @differential
 def test_loop_task_awaiting_c_future_cancelled(loop):
-    async def body(fut):
-        try:
-            await fut
-        except asyncio.CancelledError as e:
-            seen.append(exc(e))
-            raise
-
-    seen = []
-    f = c_future(loop)
-    t = loop.create_task(body(f))
-    run_iterations(loop, 2)
-    out = [t.cancel("loop-task-msg"), f.cancelled(), f._cancel_message]
-    run_iterations(loop, 3)
-    out += [seen, t.cancelled()]
-    try:
-        t.result()
-    except asyncio.CancelledError as e:
-        out.append(chain(e))
-    return out
+    return cancelled_across_types(loop, loop.create_task, c_future(loop), "loop-task-msg")
 
 
 @differential

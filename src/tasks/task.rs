@@ -141,7 +141,7 @@ pub(super) fn run_step(py: Python<'_>, task: Py<PyAny>, arg: StepArg) -> PyResul
     let task = task.into_bound(py);
     let core = task_core(&task).ok_or_else(uninitialized)?;
     let (ctx, made) = core.task.step_context(py)?;
-    let result = crate::context::run_in(py, &ctx, || match arg {
+    let result = crate::context::in_context(py, &ctx, || match arg {
         StepArg::Send => step(&task, core, None),
         StepArg::Throw(exc) => step(&task, core, Some(exc.into_bound(py))),
         StepArg::Wakeup(fut) => wakeup(&task, core, &fut.into_bound(py)),

@@ -174,19 +174,3 @@ pub fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> PyResult<
     f(view.as_slice())
 }
 
-/// Run `f` inside `ctx` (a `contextvars.Context`), as a handle runs its callback.
-pub fn in_context<R>(py: Python<'_>, ctx: &Py<PyAny>, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
-    // SAFETY: ctx is a contextvars.Context the caller holds a reference to.
-    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } != 0 {
-        return Err(PyErr::fetch(py));
-    }
-    let result = f();
-    // SAFETY: entered above on this thread.
-    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
-        let exit_err = PyErr::fetch(py);
-        if result.is_ok() {
-            return Err(exit_err);
-        }
-    }
-    result
-}

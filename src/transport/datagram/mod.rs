@@ -23,9 +23,9 @@ mod address;
 mod api;
 
 use address::*;
-use crate::transport::pybuf::{in_context, View};
+use crate::transport::pybuf::View;
 use crate::transport::IoTarget;
-use crate::context::copy_current as copy_context;
+use crate::context::{copy_current as copy_context, in_context};
 use crate::event_loop::LoopCore;
 use crate::pyutil::{is_exit, os_error};
 use crate::reactor::Readiness;

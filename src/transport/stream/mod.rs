@@ -17,9 +17,9 @@ mod read;
 mod write;
 
 use crate::event_loop::LoopCore;
-use crate::context::copy_current as copy_context;
+use crate::context::{copy_current as copy_context, in_context};
 use crate::reactor::Readiness;
-use crate::transport::pybuf::{in_context, read_into_bytes, read_sized, with_bytes, View, COPY_OUT_LIMIT};
+use crate::transport::pybuf::{read_into_bytes, read_sized, with_bytes, View, COPY_OUT_LIMIT};
 use crate::transport::write_buffer::{write_once, Sink, WriteBuffer};
 use crate::transport::IoTarget;
 use crate::pyutil::{is_exit, os_error};
