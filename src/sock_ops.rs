@@ -15,7 +15,7 @@ use crate::sync::GilCell;
 use crate::transport::pybuf::{read_into_bytes, retry_eintr, View};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use pyo3::{intern, IntoPyObjectExt, PyTraverseError, PyVisit};
+use pyo3::{IntoPyObjectExt, PyTraverseError, PyVisit};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -149,7 +149,7 @@ impl SockOp {
     fn __call__(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let fut = slf.get().fut.bind(py);
-        if fut.call_method0(intern!(py, "done"))?.is_truthy()? {
+        if crate::tasks::is_done(fut)? {
             // Cancelled: nothing may be consumed for a future nobody waits for.
             Self::stop(slf, false)?;
             return Ok(());
@@ -157,9 +157,9 @@ impl SockOp {
         let Some(outcome) = Self::attempt(slf) else { return Ok(()) };
         Self::stop(slf, true)?;
         match outcome {
-            Ok(v) => fut.call_method1(intern!(py, "set_result"), (v,))?,
-            Err(e) => fut.call_method1(intern!(py, "set_exception"), (e.into_value(py),))?,
-        };
+            Ok(v) => crate::tasks::set_result(fut, v.bind(py))?,
+            Err(e) => crate::tasks::set_exception(fut, e.into_value(py).bind(py))?,
+        }
         Ok(())
     }
 

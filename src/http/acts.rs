@@ -51,8 +51,8 @@ impl HttpProtocol {
                     Act::StartApp(scope, gen) => start_app(slf, scope, gen)?,
                     Act::Resolve(fut, value) => {
                         let fut = fut.bind(py);
-                        if !fut.call_method0(intern!(py, "done"))?.is_truthy()? {
-                            fut.call_method1(intern!(py, "set_result"), (value,))?;
+                        if !crate::tasks::is_done(fut)? {
+                            crate::tasks::set_result(fut, value.bind(py))?;
                         }
                     }
                     Act::ArmTimer(delay) => {

@@ -240,7 +240,7 @@ impl HttpProtocol {
                 // (cancelled) is dropped, and with none left the data waits for the next call.
                 while !req.receive_waiters.is_empty() {
                     let w = req.receive_waiters.remove(0);
-                    if !w.bind(py).call_method0(intern!(py, "done"))?.is_truthy()? {
+                    if !crate::tasks::is_done(w.bind(py))? {
                         let msg = super::asgi::take_body_message(py, req)?;
                         acts.push(Act::Resolve(w, msg));
                         break;

@@ -197,6 +197,37 @@ pub(crate) fn set_result_unless_cancelled(
     }
 }
 
+/// `fut.done()`, answered without a method call for a native future or task.
+pub(crate) fn is_done(fut: &Bound<'_, PyAny>) -> PyResult<bool> {
+    match future_core(fut) {
+        Some(core) => Ok(core.state() != future::FutState::Pending),
+        None => fut.call_method0(pyo3::intern!(fut.py(), "done"))?.is_truthy(),
+    }
+}
+
+/// The future part of a native future, but not of a task (whose `set_result` and
+/// `set_exception` refuse).
+fn plain_future_core<'a>(fut: &'a Bound<'_, PyAny>) -> Option<&'a FutureCore> {
+    let ty = unsafe { ffi::Py_TYPE(fut.as_ptr()) };
+    if globals().is_future_type(ty) { future_core(fut) } else { None }
+}
+
+/// `fut.set_result(value)`, without a method call for a native future.
+pub(crate) fn set_result(fut: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    match plain_future_core(fut) {
+        Some(core) => core.set_result(fut, value),
+        None => fut.call_method1(pyo3::intern!(fut.py(), "set_result"), (value,)).map(drop),
+    }
+}
+
+/// `fut.set_exception(exc)`, without a method call for a native future.
+pub(crate) fn set_exception(fut: &Bound<'_, PyAny>, exc: &Bound<'_, PyAny>) -> PyResult<()> {
+    match plain_future_core(fut) {
+        Some(core) => core.set_exception(fut, exc),
+        None => fut.call_method1(pyo3::intern!(fut.py(), "set_exception"), (exc,)).map(drop),
+    }
+}
+
 /// Run one queued step of a native task (`Ready::Step`).
 pub(crate) fn run_step(py: Python<'_>, task: Py<PyAny>, arg: StepArg) -> PyResult<()> {
     task::run_step(py, task, arg)

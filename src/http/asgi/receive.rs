@@ -74,7 +74,7 @@ pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<
             // or polling for a disconnect that way would pile them up.
             let mut pending = Vec::with_capacity(req.receive_waiters.len() + 1);
             for w in req.receive_waiters.drain(..) {
-                let done = w.bind(py).call_method0(intern!(py, "done")).and_then(|d| d.is_truthy());
+                let done = crate::tasks::is_done(w.bind(py));
                 if !done.unwrap_or(false) {
                     pending.push(w);
                 }
@@ -84,7 +84,7 @@ pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<
         }
         None => {
             drop(c);
-            fut.call_method1(py, intern!(py, "set_result"), (disconnect_message(py)?,))?;
+            crate::tasks::set_result(fut.bind(py), disconnect_message(py)?.bind(py))?;
         }
     }
     Ok(fut)
