@@ -168,7 +168,8 @@ generator shares the machine, so this is the figure that does not depend on it.
 
 The virtual-user workload is the k6 method: 10 users, each looping GET `/` (a Jinja2 page
 of 26 KB), a 0.1 s pause, GET `/api` (which fetches a number over HTTP from a fake
-database server with 0 or 25 ms latency), GET `/`, measured by `http-vu` (native/). With
+database server with 0 or 25 ms latency), GET `/`, measured by `http-vu` (native/). The
+database waits out its latency with `nanosleep`, so a 25 ms query takes 25.3–25.6 ms. With
 one worker the server is pinned to CPU 0 and the client and database to CPU 1; with two
 workers nothing is pinned."""
 
