@@ -208,6 +208,7 @@ pub(crate) fn is_done(fut: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// The future part of a native future, but not of a task (whose `set_result` and
 /// `set_exception` refuse).
 fn plain_future_core<'a>(fut: &'a Bound<'_, PyAny>) -> Option<&'a FutureCore> {
+    // SAFETY: reading the type of a live object.
     let ty = unsafe { ffi::Py_TYPE(fut.as_ptr()) };
     if globals().is_future_type(ty) { future_core(fut) } else { None }
 }
