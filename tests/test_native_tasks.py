@@ -943,6 +943,24 @@ def test_future_repr_in_every_state(loop):
 
 
 @differential
+def test_set_result_unless_cancelled_on_a_task_refuses(loop):
+    """asyncio.sleep()'s timer callback, given a task: the task's set_result refuses, and
+    the task runs on (the native shortcut for that callback is for futures only)."""
+    seen = record_handler(loop)
+
+    async def body():
+        await asyncio.sleep(0.01)
+        return "ran"
+
+    t = loop.create_task(body())
+    loop.call_soon(asyncio.futures._set_result_unless_cancelled, t, 42)
+    run_iterations(loop, 2)
+    out = [t.done(), seen]
+    out.append(loop.run_until_complete(t))
+    return out
+
+
+@differential
 def test_future_exception_never_retrieved_is_reported(loop):
     seen = record_handler(loop)
     with gc_disabled():

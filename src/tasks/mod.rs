@@ -184,13 +184,14 @@ pub(crate) fn is_sleep_callback(func: &Bound<'_, PyAny>) -> bool {
 }
 
 /// `_set_result_unless_cancelled(fut, value)`, done natively for a native future (the
-/// callback `asyncio.sleep()` gives its timer), through `func` for any other.
+/// callback `asyncio.sleep()` gives its timer), through `func` for anything else, a task
+/// included (whose `set_result` refuses).
 pub(crate) fn set_result_unless_cancelled(
     fut: &Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
     func: &Py<PyAny>,
 ) -> PyResult<()> {
-    match future_core(fut) {
+    match plain_future_core(fut) {
         Some(core) if core.state() == future::FutState::Cancelled => Ok(()),
         Some(core) => core.set_result(fut, value),
         None => func.bind(fut.py()).call1((fut, value)).map(drop),

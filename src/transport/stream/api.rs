@@ -337,7 +337,7 @@ impl StreamCore {
         };
         let waiter = self.lp.bind(py).call_method0(intern!(py, "create_future"))?;
         if empty {
-            waiter.call_method1(intern!(py, "set_result"), (py.None(),))?;
+            crate::tasks::set_result(&waiter, &py.None().into_bound(py))?;
         }
         self.inner(py)?.empty_waiter = Some(waiter.clone().unbind());
         Ok(waiter.unbind())

@@ -27,7 +27,7 @@ impl StreamCore {
             let exc = err.clone_ref(py).into_value(py);
             self.fatal(py, err, self.kind.write_error())?;
             if let Some(w) = waiter {
-                w.bind(py).call_method1(intern!(py, "set_exception"), (exc,))?;
+                crate::tasks::set_exception(w.bind(py), exc.bind(py))?;
             }
             return Ok(());
         }
@@ -44,7 +44,7 @@ impl StreamCore {
             return Ok(());
         }
         if let Some(w) = waiter {
-            w.bind(py).call_method1(intern!(py, "set_result"), (py.None(),))?;
+            crate::tasks::set_result(w.bind(py), &py.None().into_bound(py))?;
         }
         if closing {
             let pending = {

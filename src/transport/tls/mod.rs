@@ -167,9 +167,9 @@ impl TlsCore {
             return Ok(());
         }
         match exc {
-            Some(e) => w.call_method1(intern!(py, "set_exception"), (e,))?,
-            None => w.call_method1(intern!(py, "set_result"), (py.None(),))?,
-        };
+            Some(e) => crate::tasks::set_exception(w, e.bind(py))?,
+            None => crate::tasks::set_result(w, &py.None().into_bound(py))?,
+        }
         Ok(())
     }
 }
