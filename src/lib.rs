@@ -1,5 +1,7 @@
-//! swordfish's native core: the event loop's scheduling, timers and I/O reactor.
+//! swordfish's native core: the event loop's scheduling, timers and I/O reactor, the
+//! transports, the HTTP/1.1 connection and the ASGI interface.
 
+mod asgi;
 mod call_args;
 mod clock;
 mod context;
@@ -14,6 +16,7 @@ mod sync;
 mod tasks;
 mod timers;
 mod transport;
+mod ws;
 
 use pyo3::prelude::*;
 
@@ -39,6 +42,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transport::datagram::DatagramCore>()?;
     m.add_class::<transport::tls::TlsCore>()?;
     http::register(m)?;
+    asgi::register(m)?;
+    // The transport and the HTTP connection know nothing of what runs on them: the
+    // native protocols and interfaces are wired here.
+    transport::native::register(vec![http::native_reader, ws::conn::native_reader]);
+    http::dispatch::register(vec![asgi::app::AsgiDispatch::recognise]);
     tasks::register(m)?;
     m.add_function(wrap_pyfunction!(monotonic, m)?)?;
     m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;

@@ -11,11 +11,13 @@ from ._native import Handle, TimerHandle
 from ._runner import EventLoopPolicy, install, new_event_loop, run
 
 
-def serve(app, host="127.0.0.1", port=8000, **options):
-    """Serve an ASGI app over HTTP/1.1 until SIGINT/SIGTERM (see `swordfish.server`)."""
+def serve(app, *host_port, **options):
+    """Serve an ASGI app over HTTP/1.1 until SIGINT/SIGTERM (see `swordfish.server`); the
+    options are the settings of `swordfish.server.settings.SETTINGS` (host and port may also
+    come by position)."""
     from .server import serve as _serve
 
-    return _serve(app, host=host, port=port, **options)
+    return _serve(app, *host_port, **options)
 
 
 __all__ = ["EventLoopPolicy", "Handle", "Loop", "TimerHandle", "install", "new_event_loop", "run", "serve"]

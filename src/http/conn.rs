@@ -1,7 +1,9 @@
 //! The state of one HTTP connection (`Conn`) and of the request it is serving (`Request`),
-//! and `Act`: the work the protocol collects under the connection's lock and runs after
-//! releasing it (see `acts`).
+//! as enums of where each side stands rather than flags, and `Act`: the work the protocol
+//! collects under the connection's lock and runs after releasing it (see `acts`).
 
+use super::encode::Encoder;
+use super::head::ResponseHead;
 use super::parse::ChunkedDecoder;
 use crate::transport::stream::{Hold, StreamCore};
 use pyo3::prelude::*;
@@ -16,9 +18,69 @@ pub enum TimerKind {
     KeepAlive,
 }
 
+/// How much of the body is still to come.
 pub enum BodyState {
     Length(u64),
     Chunked(ChunkedDecoder),
+}
+
+/// The request body, as the connection reads it.
+pub enum Reading {
+    /// Arriving, kept for the application.
+    Body(BodyState),
+    /// Arriving after the response completed: read and dropped.
+    Discard(BodyState),
+    /// All read; its end not handed to the application yet.
+    Ended,
+    /// All read, and the application has its end.
+    Done,
+}
+
+impl Reading {
+    pub fn new(body: BodyState) -> Reading {
+        match body {
+            BodyState::Length(0) => Reading::Ended,
+            body => Reading::Body(body),
+        }
+    }
+
+    /// The whole body has been read.
+    pub fn is_read(&self) -> bool {
+        matches!(self, Reading::Ended | Reading::Done)
+    }
+}
+
+/// `Expect: 100-continue` (RFC 9110 §10.1.1).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Expect {
+    None,
+    /// The client waits for `100 Continue` before it sends the body.
+    Waiting,
+    /// `100 Continue` was sent.
+    Answered,
+}
+
+/// The response, as the application gives it.
+pub enum Writing {
+    /// Nothing from the application yet.
+    Init,
+    /// The head, held until the first body message decides the framing.
+    Head { head: ResponseHead, trailers: bool },
+    /// The head is out; the body goes on.
+    Body { encoder: Encoder, trailers: bool },
+    /// The body is out; trailer fields are collected until the last of them.
+    Trailers { encoder: Encoder, fields: Vec<u8> },
+    /// The head is out and a file is being sent as the body.
+    File,
+    /// The response is complete, or the connection failed it (something was written).
+    Done,
+}
+
+impl Writing {
+    /// Whether any of the response has gone out (or the connection answered instead).
+    pub fn head_written(&self) -> bool {
+        !matches!(self, Writing::Init | Writing::Head { .. })
+    }
 }
 
 /// The request being served.
@@ -27,33 +89,41 @@ pub struct Request {
     pub minor: u8,
     pub head_method: bool,
     pub keep_alive: bool,
-    pub body: BodyState,
+    pub reading: Reading,
     pub body_buf: Vec<u8>,
-    pub body_done: bool,
-    /// `more_body: False` was handed to the app.
-    pub body_final_sent: bool,
-    /// After the response, the rest of the body is read and dropped.
-    pub discard: bool,
-    pub expect_continue: bool,
-    pub continue_sent: bool,
-    /// Pending `receive()` calls, oldest first: a body message goes to the first still
-    /// waiting, the disconnect to all (an app may listen for it in a task of its own).
+    pub expect: Expect,
+    /// Readers waiting for the body (for ASGI, pending `receive()` calls), oldest first: a
+    /// body message goes to the first still waiting, the disconnect to all.
     pub receive_waiters: Vec<Py<PyAny>>,
-    // response
-    pub started: bool,
+    pub writing: Writing,
+    /// The interface takes the connection over if the application accepts (a WebSocket
+    /// handshake).
+    pub upgrade: bool,
+    /// The status of the response (for the access log).
     pub status: u16,
-    /// Status line and headers, held until the first body message decides the framing.
-    pub head: Vec<u8>,
-    pub head_written: bool,
-    pub app_length: Option<u64>,
-    pub chunked: bool,
+    /// Body bytes of the response sent (for the access log).
     pub sent: u64,
-    pub trailers: bool,
-    pub body_finished: bool,
-    pub complete: bool,
-    pub task_done: bool,
-    pub scope: Option<Py<PyAny>>,
+    /// The request as the interface made it, for the access log (None once logged).
+    pub log: Option<Py<PyAny>>,
     pub start: f64,
+}
+
+impl Request {
+    pub fn complete(&self) -> bool {
+        matches!(self.writing, Writing::Done)
+    }
+}
+
+/// Where the connection stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Phase {
+    Open,
+    /// No new request is read: the connection closes once the current one is done.
+    Closing,
+    /// The transport is gone.
+    Lost,
+    /// The connection switched protocols (`upgraded`): the transport is that protocol's.
+    Upgraded,
 }
 
 pub struct Conn {
@@ -68,22 +138,51 @@ pub struct Conn {
     pub rbuf: Vec<u8>,
     pub req: Option<Request>,
     pub gen: u64,
+    pub phase: Phase,
+    /// Graceful shutdown asked for: the current request is the last.
+    pub shutdown: bool,
     pub reading_paused: bool,
     pub writing_paused: bool,
     pub drain_waiters: Vec<Py<PyAny>>,
-    pub lost: bool,
-    /// No new request is read: the connection closes once the current one is done.
-    pub closing: bool,
-    pub shutdown: bool,
     pub timer: Option<Py<PyAny>>,
     pub timer_at: f64,
     pub deadline: f64,
     pub timer_kind: TimerKind,
     pub on_timer: Option<Py<PyAny>>,
-    /// The apps of this connection still running, by request generation, with their task
-    /// once it is known: the current request's, and earlier ones that completed their
-    /// response but have not returned yet.
+    /// The applications of this connection still running, by request generation, with
+    /// their task once it is known: the current request's, and earlier ones that completed
+    /// their response but have not returned yet.
     pub apps: Vec<(u64, Option<Py<PyAny>>)>,
+    /// The protocol the connection switched to (it has `shutdown()` and `abort()`).
+    pub upgraded: Option<Py<PyAny>>,
+}
+
+impl Conn {
+    pub fn lost(&self) -> bool {
+        self.phase == Phase::Lost
+    }
+
+    /// Whether the connection is no longer this protocol's to answer on.
+    pub fn gone(&self) -> bool {
+        matches!(self.phase, Phase::Lost | Phase::Upgraded)
+    }
+
+    /// No more input is read (closing, or lost).
+    pub fn closing(&self) -> bool {
+        self.phase != Phase::Open
+    }
+
+    /// Stop reading requests: the connection closes once the current one is done.
+    pub fn close_after(&mut self) {
+        if self.phase == Phase::Open {
+            self.phase = Phase::Closing;
+        }
+    }
+
+    /// The request `gen`, if it is still the current one.
+    pub fn current(&mut self, gen: u64) -> Option<&mut Request> {
+        self.req.as_mut().filter(|r| r.gen == gen)
+    }
 }
 
 /// Work to do once the lock is released, in order.
@@ -97,13 +196,14 @@ pub enum Act {
     Abort,
     PauseReading,
     ResumeReading,
-    StartApp(Py<PyAny>, u64),
+    /// Start the application for a request (the interface's request object, generation).
+    Start(Py<PyAny>, u64),
     Resolve(Py<PyAny>, Py<PyAny>),
     ArmTimer(f64),
     CancelTimer(Py<PyAny>),
     Forget,
     LogError(String, Option<Py<PyAny>>),
-    /// (scope, or None for input refused before it made a request; client; status; body
-    /// size; seconds)
+    /// (request, or None for input refused before it made one; client; status; body size;
+    /// seconds)
     AccessLog(Option<Py<PyAny>>, Option<Py<PyAny>>, u16, u64, f64),
 }

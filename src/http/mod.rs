@@ -1,23 +1,35 @@
-//! The HTTP/1.1 server protocol: parsing (`parse`), response serialization (`response`),
-//! the asyncio protocol class (`protocol`) with its connection state (`conn`) and the work
-//! it runs outside its lock (`acts`), and the ASGI glue (`asgi`).
+//! The HTTP/1.1 server connection, knowing no interface: parsing (`parse`), the response
+//! head's rules (`head`) and body framing (`encode`), serialization helpers (`response`),
+//! the asyncio protocol class (`protocol`) with its connection state (`conn`), its
+//! response API (`respond`), switching protocols (`upgrade`) and the work it runs outside
+//! its lock (`acts`), and the seam to the interface that serves the requests (`dispatch`).
 
 pub mod acts;
-pub mod asgi;
 pub mod config;
 pub mod conn;
+pub mod dispatch;
+pub mod encode;
+pub mod head;
 pub mod parse;
 pub mod protocol;
+pub mod respond;
 pub mod response;
+pub mod upgrade;
 
+use crate::transport::native::Feed;
 use pyo3::prelude::*;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::HttpServerState>()?;
     m.add_class::<protocol::HttpProtocol>()?;
-    m.add_class::<asgi::Receive>()?;
-    m.add_class::<asgi::Send>()?;
-    m.add_class::<asgi::Ready>()?;
-    m.add("ClientDisconnected", m.py().get_type::<asgi::ClientDisconnected>())?;
     Ok(())
+}
+
+/// The socket transport's native read path for `HttpProtocol` (see `transport::native`).
+pub fn native_reader(protocol: &Bound<'_, PyAny>) -> Option<Feed> {
+    protocol.is_instance_of::<protocol::HttpProtocol>().then_some(feed)
+}
+
+fn feed(protocol: &Bound<'_, PyAny>, data: &[u8]) -> PyResult<()> {
+    protocol::HttpProtocol::feed(protocol.cast::<protocol::HttpProtocol>()?, data)
 }

@@ -13,6 +13,11 @@ pub enum Reject {
     HeadersTooLarge,
     PayloadTooLarge,
     NotImplemented(&'static str),
+    /// Over `--limit-concurrency`.
+    Unavailable,
+    /// An upgrade refused with `status`; `field` (a whole field line) names what the server
+    /// speaks instead (RFC 9110 §15.5.22).
+    Upgrade { status: u16, field: &'static [u8] },
 }
 
 impl Reject {
@@ -23,6 +28,8 @@ impl Reject {
             Reject::HeadersTooLarge => 431,
             Reject::PayloadTooLarge => 413,
             Reject::NotImplemented(_) => 501,
+            Reject::Unavailable => 503,
+            Reject::Upgrade { status, .. } => *status,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `HttpProtocol`: an asyncio `Protocol` (so it runs on any loop) that reads HTTP/1.1
-//! requests, starts the ASGI app for each, and keeps the connection's timers and flow
-//! control. One request is served at a time: pipelined requests wait in the read buffer,
+//! requests, hands each to the interface that serves it (`dispatch`), and keeps the
+//! connection's timers and flow control. One request is served at a time: pipelined requests wait in the read buffer,
 //! which keeps responses in order without queueing them.
 //!
 //! All state sits behind one mutex that is never held across a call into Python code:
@@ -8,7 +8,7 @@
 //! run after unlocking, because a write may call `pause_writing` straight back.
 
 use super::config::HttpServerState;
-use super::conn::{Act, BodyState, Conn, Request, TimerKind};
+use super::conn::{Act, BodyState, Conn, Expect, Phase, Reading, Request, TimerKind, Writing};
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
 use super::response::{reason, simple_response};
 use crate::clock::{coarse_monotonic, coarse_resolution, monotonic};
@@ -45,7 +45,7 @@ impl HttpProtocol {
         let mut acts = Vec::new();
         {
             let mut c = this.lock(py)?;
-            if c.lost || c.closing {
+            if c.closing() {
                 return Ok(());
             }
             c.rbuf.extend_from_slice(data);
@@ -80,16 +80,21 @@ impl HttpProtocol {
     /// rest of the stream cannot be trusted).
     /// `scope`: the request refused before it got one (a 503), for the access log, and
     /// `head_method` whether that one is a HEAD (the reply to a HEAD has no body).
-    pub fn reject(&self, py: Python<'_>, c: &mut Conn, status: u16, scope: Option<Py<PyAny>>, head_method: bool, acts: &mut Vec<Act>) {
+    pub fn reject(&self, py: Python<'_>, c: &mut Conn, why: Reject, scope: Option<Py<PyAny>>, head_method: bool, acts: &mut Vec<Act>) {
+        let status = why.status();
+        let extra = match why {
+            Reject::Upgrade { field, .. } => field,
+            _ => b"",
+        };
         let state = self.state.get();
-        let response_started = c.req.as_ref().is_some_and(|r| r.head_written);
+        let response_started = c.req.as_ref().is_some_and(|r| r.writing.head_written());
         if !response_started {
             let head_method = c.req.as_ref().map_or(head_method, |r| r.head_method);
-            acts.push(Act::Write(simple_response(status, head_method, state.date_header, state.server_header.as_deref())));
+            acts.push(Act::Write(simple_response(status, head_method, state.date_header, state.server_header.as_deref(), extra)));
             if state.access_log.is_some() {
                 let size = if head_method { 0 } else { reason(status).len() as u64 };
                 let line = match c.req.as_mut() {
-                    Some(req) => req.scope.take().map(|s| Act::AccessLog(Some(s), None, status, size, monotonic() - req.start)),
+                    Some(req) => req.log.take().map(|s| Act::AccessLog(Some(s), None, status, size, monotonic() - req.start)),
                     None => {
                         // The head has been arriving since the header timer was set.
                         let now = coarse_monotonic();
@@ -102,9 +107,9 @@ impl HttpProtocol {
             }
         }
         if let Some(req) = c.req.as_mut() {
-            req.complete = true;
+            req.writing = Writing::Done;
         }
-        c.closing = true;
+        c.close_after();
         c.rbuf.clear();
         acts.push(Act::Close);
     }
@@ -113,7 +118,7 @@ impl HttpProtocol {
     pub fn advance(&self, py: Python<'_>, c: &mut Conn, acts: &mut Vec<Act>) -> PyResult<()> {
         let state = self.state.get();
         loop {
-            if c.lost || c.closing {
+            if c.closing() {
                 return Ok(());
             }
             if c.req.is_none() {
@@ -131,14 +136,14 @@ impl HttpProtocol {
                 let end = match find_head_end(&c.rbuf, &state.limits) {
                     Ok(Some(end)) => end,
                     Ok(None) => return Ok(()),
-                    Err(r) => return Ok(self.reject(py, c, r.status(), None, false, acts)),
+                    Err(r) => return Ok(self.reject(py, c, r, None, false, acts)),
                 };
                 let head = match parse_head(&c.rbuf, end, &state.limits) {
                     Ok(h) => h,
-                    Err(r) => return Ok(self.reject(py, c, r.status(), None, false, acts)),
+                    Err(r) => return Ok(self.reject(py, c, r, None, false, acts)),
                 };
                 if state.shutting_down.load(Ordering::Relaxed) && c.gen > 0 {
-                    c.closing = true;
+                    c.close_after();
                     acts.push(Act::Close);
                     return Ok(());
                 }
@@ -148,116 +153,128 @@ impl HttpProtocol {
                 let previous = usize::from(c.apps.iter().any(|(g, _)| *g == c.gen));
                 let running = state.active_requests.load(Ordering::Relaxed).saturating_sub(previous);
                 let head_method = &c.rbuf[head.method.clone()] == b"HEAD";
-                let scope = match super::asgi::build_scope(py, state, c, &head) {
-                    Ok(s) => s,
-                    Err(Reject::BadRequest(_)) | Err(_) => return Ok(self.reject(py, c, 400, None, head_method, acts)),
+                let served = match state.dispatch.request(py, c, &head) {
+                    Ok(r) => r,
+                    Err(r) => return Ok(self.reject(py, c, r, None, head_method, acts)),
                 };
+                let request = served.request;
                 if running >= state.limit_concurrency {
-                    return Ok(self.reject(py, c, 503, Some(scope), head_method, acts));
+                    return Ok(self.reject(py, c, Reject::Unavailable, Some(request), head_method, acts));
                 }
                 c.gen += 1;
                 let body = match head.framing {
                     Framing::Length(n) => BodyState::Length(n),
                     Framing::Chunked => BodyState::Chunked(ChunkedDecoder::new(state.limits.body_size)),
                 };
-                let body_done = matches!(body, BodyState::Length(0));
+                let reading = Reading::new(body);
                 c.rbuf.drain(..head.len);
                 c.timer_kind = TimerKind::None;
                 state.active_requests.fetch_add(1, Ordering::Relaxed);
                 state.total_requests.fetch_add(1, Ordering::Relaxed);
                 let keep = head.keep_alive && !c.shutdown;
+                let expect = if head.expect_continue && !reading.is_read() { Expect::Waiting } else { Expect::None };
                 c.req = Some(Request {
                     gen: c.gen,
                     minor: head.minor,
                     head_method,
                     keep_alive: keep,
-                    body,
+                    reading,
                     body_buf: Vec::new(),
-                    body_done,
-                    body_final_sent: false,
-                    discard: false,
-                    expect_continue: head.expect_continue && !body_done,
-                    continue_sent: false,
+                    expect,
                     receive_waiters: Vec::new(),
-                    started: false,
+                    writing: Writing::Init,
+                    upgrade: served.upgrade,
                     status: 0,
-                    head: Vec::new(),
-                    head_written: false,
-                    app_length: None,
-                    chunked: false,
                     sent: 0,
-                    trailers: false,
-                    body_finished: false,
-                    complete: false,
-                    task_done: false,
-                    scope: state.access_log.as_ref().map(|_| scope.clone_ref(py)),
+                    log: state.access_log.as_ref().map(|_| request.clone_ref(py)),
                     start: if state.access_log.is_some() { monotonic() } else { 0.0 },
                 });
                 c.apps.push((c.gen, None));
-                acts.push(Act::StartApp(scope, c.gen));
+                acts.push(Act::Start(request, c.gen));
                 continue;
             }
             // A request is in flight: feed its body, then stop (pipelined input waits).
             let Some(req) = c.req.as_mut() else { return Ok(()) };
-            if !req.body_done && !c.rbuf.is_empty() {
-                let consumed = match &mut req.body {
+            if !c.rbuf.is_empty() {
+                let discard = matches!(req.reading, Reading::Discard(_));
+                let (Reading::Body(body) | Reading::Discard(body)) = &mut req.reading else {
+                    return self.body_read(py, c, acts);
+                };
+                let mut sink = Vec::new();
+                let out = if discard { &mut sink } else { &mut req.body_buf };
+                let (consumed, ended) = match body {
                     BodyState::Length(rem) => {
                         let n = c.rbuf.len().min(usize::try_from(*rem).unwrap_or(usize::MAX));
-                        if !req.discard {
-                            req.body_buf.extend_from_slice(&c.rbuf[..n]);
-                        }
+                        out.extend_from_slice(&c.rbuf[..n]);
                         *rem -= n as u64;
-                        req.body_done = *rem == 0;
-                        n
+                        (n, *rem == 0)
                     }
-                    BodyState::Chunked(dec) => {
-                        let mut sink = Vec::new();
-                        let out = if req.discard { &mut sink } else { &mut req.body_buf };
-                        match dec.feed(&c.rbuf, out) {
-                            Ok(n) => {
-                                req.body_done = dec.is_done();
-                                n
+                    BodyState::Chunked(dec) => match dec.feed(&c.rbuf, out) {
+                        Ok(n) => (n, dec.is_done()),
+                        Err(r) => {
+                            let (waiters, upgrade) = (std::mem::take(&mut req.receive_waiters), req.upgrade);
+                            self.reject(py, c, r, None, false, acts);
+                            for w in waiters {
+                                acts.push(Act::Resolve(w, state.dispatch.disconnect_message(py, upgrade)?));
                             }
-                            Err(r) => {
-                                let waiters = std::mem::take(&mut req.receive_waiters);
-                                self.reject(py, c, r.status(), None, false, acts);
-                                for w in waiters {
-                                    acts.push(Act::Resolve(w, super::asgi::disconnect_message(py)?));
-                                }
-                                return Ok(());
-                            }
+                            return Ok(());
                         }
-                    }
+                    },
                 };
+                if ended {
+                    req.reading = if discard { Reading::Done } else { Reading::Ended };
+                }
                 c.rbuf.drain(..consumed);
             }
-            let req = match c.req.as_mut() {
-                Some(r) => r,
-                None => return Ok(()),
-            };
-            if !req.receive_waiters.is_empty() && (!req.body_buf.is_empty() || (req.body_done && !req.body_final_sent)) {
-                // The oldest call still waiting gets it; one the app stopped waiting on
-                // (cancelled) is dropped, and with none left the data waits for the next call.
-                while !req.receive_waiters.is_empty() {
-                    let w = req.receive_waiters.remove(0);
-                    if !crate::tasks::is_done(w.bind(py))? {
-                        let msg = super::asgi::take_body_message(py, req)?;
-                        acts.push(Act::Resolve(w, msg));
-                        break;
-                    }
+            return self.body_read(py, c, acts);
+        }
+    }
+
+    /// After body bytes were read: a reader waiting gets them, a complete exchange ends,
+    /// and a backlog pauses reading.
+    fn body_read(&self, py: Python<'_>, c: &mut Conn, acts: &mut Vec<Act>) -> PyResult<()> {
+        let Some(req) = c.req.as_mut() else { return Ok(()) };
+        if !req.receive_waiters.is_empty() && self.body_ready(req) {
+            // The oldest call still waiting gets it; one the app stopped waiting on
+            // (cancelled) is dropped, and with none left the data waits for the next call.
+            while !req.receive_waiters.is_empty() {
+                let w = req.receive_waiters.remove(0);
+                if !crate::tasks::is_done(w.bind(py))? {
+                    let msg = self.take_body(py, req)?;
+                    acts.push(Act::Resolve(w, msg));
+                    break;
                 }
             }
-            if req.complete && req.body_done {
-                self.finish_request(c, acts);
-                continue;
-            }
-            let backlog = if req.body_done { c.rbuf.len() } else { req.body_buf.len() };
-            if backlog >= READ_HIGH_WATER && !c.reading_paused {
-                c.reading_paused = true;
-                acts.push(Act::PauseReading);
-            }
-            return Ok(());
         }
+        if req.complete() && req.reading.is_read() {
+            self.finish_request(c, acts);
+            return self.advance(py, c, acts);
+        }
+        let backlog = if req.reading.is_read() { c.rbuf.len() } else { req.body_buf.len() };
+        if backlog >= READ_HIGH_WATER && !c.reading_paused {
+            c.reading_paused = true;
+            acts.push(Act::PauseReading);
+        }
+        Ok(())
+    }
+
+    /// Whether a reader of the body has something to take: bytes, or the body's end.
+    pub fn body_ready(&self, req: &Request) -> bool {
+        !req.body_buf.is_empty() || matches!(req.reading, Reading::Ended)
+    }
+
+    /// The next body message: all the body read so far, and whether more follows.
+    pub fn take_body(&self, py: Python<'_>, req: &mut Request) -> PyResult<Py<PyAny>> {
+        let ended = req.reading.is_read();
+        let msg = self.state.get().dispatch.body_message(py, &req.body_buf, !ended)?;
+        req.body_buf.clear();
+        if req.body_buf.capacity() > READ_HIGH_WATER * 2 {
+            req.body_buf = Vec::new();
+        }
+        if ended {
+            req.reading = Reading::Done;
+        }
+        Ok(msg)
     }
 
     /// The response is complete and the body read: keep the connection for the next request
@@ -266,7 +283,7 @@ impl HttpProtocol {
         let state = self.state.get();
         let Some(req) = c.req.take() else { return };
         if !req.keep_alive || c.shutdown || state.shutting_down.load(Ordering::Relaxed) {
-            c.closing = true;
+            c.close_after();
             acts.push(Act::Close);
             return;
         }
@@ -302,18 +319,18 @@ impl HttpProtocol {
                 rbuf: Vec::new(),
                 req: None,
                 gen: 0,
+                phase: Phase::Open,
+                shutdown: false,
                 reading_paused: false,
                 writing_paused: false,
                 drain_waiters: Vec::new(),
-                lost: false,
-                closing: false,
-                shutdown: false,
                 timer: None,
                 timer_at: 0.0,
                 deadline: 0.0,
                 timer_kind: TimerKind::None,
                 on_timer: None,
                 apps: Vec::new(),
+                upgraded: None,
             }),
         }
     }
@@ -341,7 +358,7 @@ impl HttpProtocol {
                 server = Some(PyTuple::new(py, [name, py.None().into_bound(py)])?.into_any().unbind());
             }
         }
-        let server = state.share_server(py, server)?;
+        let server = state.dispatch.server_address(py, server)?;
         let https = !extra("sslcontext")?.is_none();
         let write = transport.getattr(intern!(py, "write"))?.unbind();
         let core = match transport.getattr_opt(intern!(py, "_core"))? {
@@ -389,15 +406,14 @@ impl HttpProtocol {
         let mut dropped = Vec::new();
         {
             let mut c = this.lock(py)?;
-            c.lost = true;
-            c.closing = true;
+            c.phase = Phase::Lost;
             if let Some(h) = c.timer.take() {
                 acts.push(Act::CancelTimer(h));
             }
             c.timer_kind = TimerKind::None;
             if let Some(req) = c.req.as_mut() {
                 for w in std::mem::take(&mut req.receive_waiters) {
-                    acts.push(Act::Resolve(w, super::asgi::disconnect_message(py)?));
+                    acts.push(Act::Resolve(w, this.state.get().dispatch.disconnect_message(py, req.upgrade)?));
                 }
             }
             for w in c.drain_waiters.drain(..) {
@@ -443,7 +459,7 @@ impl HttpProtocol {
         {
             let mut c = this.lock(py)?;
             c.timer = None;
-            if c.lost || c.timer_kind == TimerKind::None {
+            if c.lost() || c.timer_kind == TimerKind::None {
                 return Ok(());
             }
             // The loop's timer fired on the precise clock; the deadline is on the coarse one,
@@ -455,7 +471,7 @@ impl HttpProtocol {
             } else {
                 // Header read too slow, or idle keep-alive over: close quietly.
                 c.timer_kind = TimerKind::None;
-                c.closing = true;
+                c.close_after();
                 acts.push(Act::Close);
             }
         }
@@ -469,7 +485,12 @@ impl HttpProtocol {
         {
             let mut c = slf.get().lock(py)?;
             c.shutdown = true;
-            if c.lost {
+            if let Some(upgraded) = c.upgraded.as_ref().map(|u| u.clone_ref(py)) {
+                drop(c);
+                upgraded.call_method0(py, intern!(py, "shutdown"))?;
+                return Ok(());
+            }
+            if c.lost() {
                 return Ok(());
             }
             // A new connection (no request yet) is not an idle keep-alive one: its client
@@ -485,7 +506,7 @@ impl HttpProtocol {
             }
             match c.req.as_mut() {
                 None => {
-                    c.closing = true;
+                    c.close_after();
                     acts.push(Act::Close);
                 }
                 Some(r) => r.keep_alive = false,
@@ -497,9 +518,14 @@ impl HttpProtocol {
     /// Close at once (the graceful timeout ran out).
     fn abort(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
-        {
+        let upgraded = {
             let mut c = slf.get().lock(py)?;
-            c.closing = true;
+            c.close_after();
+            c.upgraded.as_ref().map(|u| u.clone_ref(py))
+        };
+        if let Some(upgraded) = upgraded {
+            upgraded.call_method0(py, intern!(py, "abort"))?;
+            return Ok(());
         }
         Self::run_acts(slf, vec![Act::Abort])
     }
@@ -515,15 +541,21 @@ impl HttpProtocol {
         Ok(tasks)
     }
 
-    /// The file of a `pathsend` is sent (`ok`) or failed.
+    /// The file sent as the body of request `gen` is out (`ok`) or failed.
     fn _pathsend_done(slf: &Bound<'_, Self>, gen: u64, ok: bool) -> PyResult<()> {
-        super::asgi::pathsend_done(slf, gen, ok)
+        Self::file_sent(slf, gen, ok)
     }
 
     /// Whether a request is being served (for the server's shutdown).
     #[getter]
     fn busy(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.lock(py)?.req.is_some())
+        let c = self.lock(py)?;
+        Ok(c.req.is_some() || c.upgraded.is_some())
+    }
+
+    /// The protocol this connection switched to reports its end.
+    fn _upgrade_ended(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::upgrade_ended(slf)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -542,11 +574,12 @@ impl HttpProtocol {
             for (_, t) in &c.apps {
                 visit.call(t)?;
             }
+            visit.call(&c.upgraded)?;
             if let Some(r) = &c.req {
                 for w in &r.receive_waiters {
                     visit.call(w)?;
                 }
-                visit.call(&r.scope)?;
+                visit.call(&r.log)?;
             }
         }
         Ok(())
@@ -562,6 +595,7 @@ impl HttpProtocol {
             c.drain_waiters.clear();
             c.apps.clear();
             c.req = None;
+            c.upgraded = None;
         }
     }
 }

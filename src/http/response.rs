@@ -183,8 +183,9 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// A complete response the server makes itself (errors, rejections): a short text body and,
 /// always, `Connection: close`.
 /// A plain-text reply the server writes itself (a refusal, or a 500); the reply to a HEAD
-/// keeps the length of the text and leaves the text out (RFC 9110 §9.3.2).
-pub fn simple_response(status: u16, head_method: bool, date: bool, server: Option<&[u8]>) -> Vec<u8> {
+/// keeps the length of the text and leaves the text out (RFC 9110 §9.3.2). `extra`: whole
+/// field lines to add.
+pub fn simple_response(status: u16, head_method: bool, date: bool, server: Option<&[u8]>, extra: &[u8]) -> Vec<u8> {
     let body = reason(status);
     let mut out = Vec::with_capacity(160);
     push_status_line(&mut out, status);
@@ -196,6 +197,7 @@ pub fn simple_response(status: u16, head_method: bool, date: bool, server: Optio
     if let Some(s) = server {
         push_header(&mut out, b"server", s);
     }
+    out.extend_from_slice(extra);
     out.extend_from_slice(b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: ");
     push_decimal(&mut out, body.len() as u64);
     out.extend_from_slice(b"\r\n\r\n");
@@ -225,7 +227,7 @@ mod tests {
         assert_eq!(out, b"HTTP/1.1 200 OK\r\n1a2\r\n0");
         assert!(!push_header(&mut out, b"x", b"a\r\nInjected: 1"));
         assert!(!push_header(&mut out, b"bad name", b"1"));
-        assert!(simple_response(400, false, false, None).ends_with(b"\r\n\r\nBad Request"));
-        assert!(simple_response(400, true, false, None).ends_with(b"content-length: 11\r\n\r\n"));
+        assert!(simple_response(400, false, false, None, b"").ends_with(b"\r\n\r\nBad Request"));
+        assert!(simple_response(400, true, false, None, b"").ends_with(b"content-length: 11\r\n\r\n"));
     }
 }

@@ -1,6 +1,7 @@
 //! Native transports and what the loop needs to drive them.
 
 pub mod datagram;
+pub mod native;
 pub mod pybuf;
 pub mod stream;
 pub mod tls;

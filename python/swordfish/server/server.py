@@ -114,15 +114,26 @@ class Server:
             raise
         watch = None
         try:
-            self.state = state = _native.HttpServerState(
+            interface = _native.AsgiApp(
                 app,
                 loop,
-                logger=logger,
                 pathsend=_pathsend,
                 pathsend_supported=type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile,
-                access_log=_access_log if config.access_log and access_logger.isEnabledFor(logging.INFO) else None,
                 root_path=config.root_path,
                 lifespan_state=lifespan.state if lifespan.supported else None,
+                eager_task=_eager_task(loop),
+                ws=config.ws != "none",
+                ws_max_size=config.ws_max_size,
+                ws_max_queue=config.ws_max_queue,
+                ws_ping_interval=config.ws_ping_interval,
+                ws_ping_timeout=config.ws_ping_timeout,
+                ws_per_message_deflate=config.ws_per_message_deflate,
+            )
+            self.state = state = _native.HttpServerState(
+                interface,
+                loop,
+                logger=logger,
+                access_log=_access_log if config.access_log and access_logger.isEnabledFor(logging.INFO) else None,
                 limit_request_line=config.limit_request_line,
                 limit_header_size=config.limit_header_size,
                 limit_header_count=config.limit_header_count,
@@ -133,7 +144,6 @@ class Server:
                 date_header=config.date_header,
                 server_header=b"swordfish" if config.server_header else None,
                 default_headers=config.default_headers(),
-                eager_task=_eager_task(loop),
             )
             try:
                 await self._listen(loop, lambda: _native.HttpProtocol(state), sockets, config.ssl_context())

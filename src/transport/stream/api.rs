@@ -33,6 +33,7 @@ impl StreamCore {
             inner: GilCell::new(Inner {
                 transport: Some(transport),
                 protocol: None,
+                native: None,
                 buffered: false,
                 context: Some(context),
                 attached: false,
@@ -116,6 +117,10 @@ impl StreamCore {
         let old = {
             let mut inner = self.inner(py)?;
             inner.buffered = buffered && self.kind == Kind::Socket;
+            inner.native = match self.kind {
+                Kind::Socket => crate::transport::native::recognise(protocol.bind(py)),
+                _ => None,
+            };
             inner.protocol.replace(protocol)
         };
         drop(old);

@@ -71,6 +71,8 @@ struct Inner {
     /// The Python transport object handed to the protocol; None once the connection is lost.
     transport: Option<Py<PyAny>>,
     protocol: Option<Py<PyAny>>,
+    /// How `protocol` takes bytes natively, if it does (chosen by `set_protocol`).
+    native: Option<super::native::Feed>,
     buffered: bool,
     /// The context protocol callbacks run in (a copy taken when the transport was made).
     context: Option<Py<PyAny>>,

@@ -2,7 +2,7 @@
 //! end-of-file and the write pipe's "other end went away".
 
 use super::*;
-use crate::http::protocol::HttpProtocol;
+use crate::transport::native::Feed;
 
 impl StreamCore {
     /// `read_closed`: the event said the peer closed, so end-of-file (or an error) may be
@@ -23,12 +23,9 @@ impl StreamCore {
     }
 
     pub(super) fn read_bytes(&self, py: Python<'_>, read_closed: bool) -> PyResult<()> {
-        if self.kind == Kind::Socket {
-            let http = self.inner.try_lock(py)
-                .and_then(|i| i.protocol.as_ref().and_then(|p| p.bind(py).cast::<HttpProtocol>().ok().map(|h| h.clone().unbind())));
-            if let Some(http) = http {
-                return self.read_native_http(py, http.bind(py), read_closed);
-            }
+        let native = self.inner.try_lock(py).and_then(|i| Some((i.native?, i.protocol.as_ref()?.clone_ref(py))));
+        if let Some((feed, protocol)) = native {
+            return self.read_native(py, feed, protocol.bind(py), read_closed);
         }
         // Small messages are read through the loop's kept buffer and copied out (no
         // allocation of the maximum read size, no FIONREAD call); after a large read the next
@@ -77,9 +74,9 @@ impl StreamCore {
         }
     }
 
-    /// The HTTP protocol takes bytes, not a bytes object: read into the stack and hand it
+    /// A native protocol takes bytes, not a bytes object: read into the stack and hand it
     /// the slice (no allocation, no FIONREAD, no Python-level call).
-    fn read_native_http(&self, py: Python<'_>, http: &Bound<'_, HttpProtocol>, read_closed: bool) -> PyResult<()> {
+    fn read_native(&self, py: Python<'_>, feed: Feed, protocol: &Bound<'_, PyAny>, read_closed: bool) -> PyResult<()> {
         let mut buf = std::mem::MaybeUninit::<[u8; FALLBACK_READ]>::uninit();
         // SAFETY: recv writes at most FALLBACK_READ bytes into the buffer.
         let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), FALLBACK_READ, 0) };
@@ -96,7 +93,7 @@ impl StreamCore {
         }
         // SAFETY: recv initialised the first n bytes.
         let data = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
-        match HttpProtocol::feed(http, data) {
+        match feed(protocol, data) {
             Err(e) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
             Ok(()) => Ok(()),
         }

@@ -1,9 +1,9 @@
 //! Reading the messages an app gives `send()`, before any lock is taken (reading a message
-//! may run Python code): their keys, status, headers and body, checked as the spec says.
+//! may run Python code): their keys, status, headers and body, checked as the spec says;
+//! the head's rules are the connection's (`http::head`).
 
-use super::super::config::HttpServerState;
-use super::super::parse::forbidden_trailer;
-use super::super::response::{http_date, push_header, push_status_line};
+use crate::http::config::HttpServerState;
+use crate::http::head::{trailer_field, HeadBuilder, HeadError, ResponseHead};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 /// What a `send` message asks for, read before the connection's lock is taken (reading it
 /// may run Python code).
 pub(super) enum Message<'py> {
-    Start { status: u16, head: Vec<u8>, length: Option<u64>, close: bool, trailers: bool },
+    Start { head: ResponseHead, trailers: bool },
     Body { body: Bound<'py, PyBytes>, more: bool },
     Trailers { fields: Vec<u8>, more: bool },
     PathSend { path: Bound<'py, PyAny>, size: u64 },
@@ -29,7 +29,7 @@ impl Message<'_> {
     }
 }
 
-pub(super) fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+pub fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
     // Messages are nearly always plain dicts: look up without raising KeyError for the
     // optional keys (an exception per missing key is most of a send's cost).
     if let Ok(d) = msg.cast_exact::<PyDict>() {
@@ -64,9 +64,8 @@ fn header_pair<'py>(item: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Bo
     }
 }
 
-/// Check and write the app's header fields; `each` sees every one and says whether it is
-/// sent.
-fn header_fields(py: Python<'_>, headers: Option<Bound<'_, PyAny>>, out: &mut Vec<u8>, mut each: impl FnMut(&[u8], &[u8]) -> bool) -> PyResult<()> {
+/// Each of the app's `headers` as (name, value) bytes.
+fn each_header(headers: Option<Bound<'_, PyAny>>, mut each: impl FnMut(&[u8], &[u8]) -> PyResult<()>) -> PyResult<()> {
     let Some(headers) = headers else { return Ok(()) };
     // A list (nearly always) is read by index, without an iterator object per response.
     let list = headers.cast::<PyList>().ok();
@@ -83,17 +82,13 @@ fn header_fields(py: Python<'_>, headers: Option<Bound<'_, PyAny>>, out: &mut Ve
         let (name, value) = header_pair(&item)?;
         let name = name.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("header names must be bytes"))?;
         let value = value.cast::<PyBytes>().map_err(|_| PyTypeError::new_err("header values must be bytes"))?;
-        let (n, v) = (name.as_bytes(), value.as_bytes());
-        let before = out.len();
-        if !push_header(out, n, v) {
-            return Err(PyValueError::new_err(format!("invalid header {:?}: {:?}", String::from_utf8_lossy(n), String::from_utf8_lossy(v))));
-        }
-        if !each(n, v) {
-            out.truncate(before);
-        }
+        each(name.as_bytes(), value.as_bytes())?;
     }
-    let _ = py;
     Ok(())
+}
+
+fn head_error(e: HeadError) -> PyErr {
+    PyValueError::new_err(e.to_string())
 }
 
 pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>) -> PyResult<Message<'py>> {
@@ -105,81 +100,14 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
             let status: u16 = get(msg, intern!(py, "status"))?
                 .ok_or_else(|| PyValueError::new_err("'http.response.start' without 'status'"))?
                 .extract()?;
-            if !(100..=999).contains(&status) {
-                return Err(PyValueError::new_err(format!("invalid status {status}")));
-            }
-            if status < 200 {
-                // RFC 9110 §15.2: an informational status is never the final response, and a
-                // client would wait on for one.
-                return Err(PyValueError::new_err(format!("status {status} is informational, not a response")));
-            }
             let trailers = match get(msg, intern!(py, "trailers"))? {
                 Some(t) => t.is_truthy()?,
                 None => false,
             };
-            let mut head = Vec::with_capacity(256);
-            push_status_line(&mut head, status);
-            let (mut length, mut close, mut date, mut server) = (None, false, false, false);
-            let (mut bad_length, mut bad_coding) = (false, false);
-            // RFC 9110 §8.6, RFC 9112 §6.1: no framing headers on a 204 response.
-            let no_content = status == 204;
-            let defaults = &state.default_headers;
-            let mut replaced: u64 = 0;
-            header_fields(py, get(msg, intern!(py, "headers"))?, &mut head, |n, v| {
-                for (i, (name, _)) in defaults.iter().enumerate() {
-                    if n.eq_ignore_ascii_case(name) {
-                        replaced |= 1 << i;
-                    }
-                }
-                let framing = n.eq_ignore_ascii_case(b"content-length") || n.eq_ignore_ascii_case(b"transfer-encoding");
-                if framing && no_content {
-                    return false;
-                }
-                if n.eq_ignore_ascii_case(b"content-length") {
-                    let s = std::str::from_utf8(v).ok().filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
-                    match s.and_then(|s| s.parse::<u64>().ok()) {
-                        Some(l) if length.is_none() || length == Some(l) => length = Some(l),
-                        _ => bad_length = true,
-                    }
-                } else if n.eq_ignore_ascii_case(b"transfer-encoding") {
-                    // The framing is the server's (RFC 9112 §6.1): it chunks a body of unknown
-                    // length itself, never towards HTTP/1.0 and never beside a Content-Length.
-                    // An app's `chunked` is therefore left out; a coding the server does not
-                    // apply could not be framed as the header says.
-                    bad_coding |= !v.trim_ascii().eq_ignore_ascii_case(b"chunked");
-                    return false;
-                } else if n.eq_ignore_ascii_case(b"connection") {
-                    // Connection management is the server's: an app's `close` is honoured,
-                    // and the one Connection header is the server's own.
-                    close |= v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
-                    return false;
-                } else if n.eq_ignore_ascii_case(b"date") {
-                    date = true;
-                } else if n.eq_ignore_ascii_case(b"server") {
-                    server = true;
-                }
-                true
-            })?;
-            if bad_length {
-                return Err(PyValueError::new_err("invalid content-length response header"));
-            }
-            if bad_coding {
-                return Err(PyValueError::new_err("unsupported transfer-encoding response header: the server frames the body, and applies no other coding"));
-            }
-            if state.date_header && !date {
-                head.extend_from_slice(b"date: ");
-                head.extend_from_slice(&http_date());
-                head.extend_from_slice(b"\r\n");
-            }
-            if let (Some(s), false) = (&state.server_header, server) {
-                push_header(&mut head, b"server", s);
-            }
-            for (i, (_, line)) in defaults.iter().enumerate() {
-                if replaced & (1 << i) == 0 {
-                    head.extend_from_slice(line);
-                }
-            }
-            Ok(Message::Start { status, head, length, close, trailers })
+            let rules = state.head_rules();
+            let mut head = HeadBuilder::new(status).map_err(head_error)?;
+            each_header(get(msg, intern!(py, "headers"))?, |n, v| head.field(&rules, n, v).map_err(head_error))?;
+            Ok(Message::Start { head: head.finish(&rules).map_err(head_error)?, trailers })
         }
         "http.response.body" => {
             let body = match get(msg, intern!(py, "body"))? {
@@ -202,7 +130,7 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
         "http.response.trailers" => {
             let mut fields = Vec::new();
             // Framing, routing and the like have no place in trailers: left out.
-            header_fields(py, get(msg, intern!(py, "headers"))?, &mut fields, |n, _| !forbidden_trailer(n))?;
+            each_header(get(msg, intern!(py, "headers"))?, |n, v| trailer_field(&mut fields, n, v).map_err(head_error))?;
             let more = match get(msg, intern!(py, "more_trailers"))? {
                 Some(m) => m.is_truthy()?,
                 None => false,

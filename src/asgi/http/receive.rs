@@ -1,9 +1,9 @@
 //! `receive()`: the request body as `http.request` messages (with flow control), then
 //! `http.disconnect`.
 
-use super::super::conn::{Act, Request};
-use super::super::protocol::HttpProtocol;
-use super::{current, ready};
+use super::super::ready;
+use crate::http::conn::{Act, Expect};
+use crate::http::protocol::HttpProtocol;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -14,19 +14,12 @@ pub fn disconnect_message(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(d.into_any().unbind())
 }
 
-/// The next `http.request` message: all the body read so far.
-pub fn take_body_message(py: Python<'_>, req: &mut Request) -> PyResult<Py<PyAny>> {
+/// An `http.request` message.
+pub fn body_message(py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
     let d = PyDict::new(py);
     d.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
-    d.set_item(intern!(py, "body"), PyBytes::new(py, &req.body_buf))?;
-    req.body_buf.clear();
-    if req.body_buf.capacity() > super::super::protocol::READ_HIGH_WATER * 2 {
-        req.body_buf = Vec::new();
-    }
-    d.set_item(intern!(py, "more_body"), !req.body_done)?;
-    if req.body_done {
-        req.body_final_sent = true;
-    }
+    d.set_item(intern!(py, "body"), PyBytes::new(py, data))?;
+    d.set_item(intern!(py, "more_body"), more)?;
     Ok(d.into_any().unbind())
 }
 
@@ -36,19 +29,19 @@ pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<
     let mut acts = Vec::new();
     let immediate = {
         let mut c = this.lock(py)?;
-        let lost = c.lost;
+        let lost = c.lost();
         let mut resume = false;
-        let result = match current(&mut c, gen) {
+        let result = match c.current(gen) {
             None => Some(disconnect_message(py)?),
             Some(req) => {
-                if req.expect_continue && !req.continue_sent && !req.head_written && !lost {
-                    req.continue_sent = true;
+                if req.expect == Expect::Waiting && !req.writing.head_written() && !lost {
+                    req.expect = Expect::Answered;
                     acts.push(Act::Write(b"HTTP/1.1 100 Continue\r\n\r\n".to_vec()));
                 }
-                if !req.body_buf.is_empty() || (req.body_done && !req.body_final_sent) {
+                if this.body_ready(req) {
                     resume = true;
-                    Some(take_body_message(py, req)?)
-                } else if lost || req.complete {
+                    Some(this.take_body(py, req)?)
+                } else if lost || req.complete() {
                     Some(disconnect_message(py)?)
                 } else {
                     resume = true;
@@ -56,7 +49,7 @@ pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<
                 }
             }
         };
-        if resume && c.reading_paused && !c.lost {
+        if resume && c.reading_paused && !c.lost() {
             c.reading_paused = false;
             acts.push(Act::ResumeReading);
         }
@@ -68,7 +61,7 @@ pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<
     }
     let fut = this.state.get().lp.call_method0(py, intern!(py, "create_future"))?;
     let mut c = this.lock(py)?;
-    match current(&mut c, gen) {
+    match c.current(gen) {
         Some(req) => {
             // Calls the app gave up on (a receive() under a timeout that ran out) go first,
             // or polling for a disconnect that way would pile them up.

@@ -1,9 +1,9 @@
 //! The ASGI `http` scope of a request: target split and percent-decoded, method, headers,
 //! client and server addresses.
 
-use super::super::config::HttpServerState;
-use super::super::parse::{Head, Reject};
-use super::super::conn::Conn;
+use super::super::app::AsgiApp;
+use crate::http::conn::Conn;
+use crate::http::parse::{Head, Reject};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -70,7 +70,7 @@ pub(super) fn method_str<'py>(py: Python<'py>, m: &[u8]) -> Bound<'py, PyString>
     }
 }
 
-pub fn build_scope(py: Python<'_>, state: &HttpServerState, c: &Conn, head: &Head) -> Result<Py<PyAny>, Reject> {
+pub fn build_scope(py: Python<'_>, state: &AsgiApp, c: &Conn, head: &Head) -> Result<Py<PyAny>, Reject> {
     let buf = &c.rbuf;
     let method = &buf[head.method.clone()];
     let (raw_path, query) = split_target(&buf[head.target.clone()], method)?;

@@ -1,0 +1,301 @@
+"""The server's settings, each declared once: its name (a `Config` attribute and a keyword of
+`swordfish.serve`), its `swordfish serve` flag and `SWORDFISH_*` variable, its type, bounds or
+choices, default and help. `Config` (config.py), the command line and a supervisor's worker
+command line (cli.py) and the README's options table are all made from `SETTINGS`.
+
+    python -m swordfish.server.settings --markdown       # print the README's options table
+    python -m swordfish.server.settings --update README.md   # rewrite it there, between the markers
+"""
+
+import dataclasses
+import re
+import sys
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+# --ssl-cert-reqs: whether clients are asked for a certificate, and must present one.
+CERT_REQS = ("none", "optional", "required")
+TRUE_TEXTS = ("1", "true", "yes", "on")  # a bool's variable is true spelled so, false otherwise
+_SAME = object()  # Setting.cli_default: the same as default
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting of the server, and how each place that has it spells it."""
+
+    name: str  # the Config attribute
+    kind: type  # bool, int, float, str, or list: a repeatable option, a list of str
+    default: object
+    help: str  # for --help and the README
+    choices: tuple = ()
+    # Numbers: the least value and whether it is allowed itself, the most value.
+    least: float | None = None
+    least_allowed: bool = True
+    most: float | None = None
+    # A number that may be None (no limit, off) spells None so on the command line; in
+    # Config, inf is taken as None too.
+    none_as: str | None = None
+    flag: str = ""  # the option; by default `--` and the name with `-` for `_`
+    metavar: str = ""  # the value's name in --help and the README; by default N for an int, SECONDS for a float
+    # The command line's default where it differs from Config's (the CLI looks for the app
+    # in the current directory; Config leaves sys.path alone).
+    cli_default: object = _SAME
+    supervisor_only: bool = False  # a supervisor's workers never get it
+    secret: bool = False  # workers get it in their environment, out of the process list
+    normalise: object = None  # value -> the value Config keeps
+    item_texts: object = None  # list kind: the list -> its items as the command line spells them
+    doc: str = ""  # the README's further words
+    shown_default: str | None = None  # the README's default column, where the value says too little
+
+    def __post_init__(self):
+        if not self.flag:
+            object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
+        if not self.metavar:
+            metavar = {int: "N", float: "SECONDS"}.get(self.kind) or self.flag[2:].upper().replace("-", "_")
+            object.__setattr__(self, "metavar", metavar)
+        if self.cli_default is _SAME:
+            object.__setattr__(self, "cli_default", [] if self.kind is list else self.default)
+
+    @property
+    def env(self):
+        """The SWORDFISH_* variable (named after the flag: SWORDFISH_HEADER for --header)."""
+        return "SWORDFISH_" + self.flag[2:].upper().replace("-", "_")
+
+    @property
+    def help_text(self):
+        return f"{self.help}; repeatable" if self.kind is list else self.help
+
+    def field(self):
+        """(name, type, field) for dataclasses.make_dataclass."""
+        if self.kind is list:
+            return self.name, list, dataclasses.field(default_factory=list)
+        nullable = self.default is None or self.none_as is not None
+        return self.name, self.kind | None if nullable else self.kind, dataclasses.field(default=self.default)
+
+    def normalised(self, value):
+        if self.none_as is not None and value == float("inf"):
+            return None
+        return self.normalise(value) if self.normalise is not None else value
+
+    def check(self, value):
+        """Why `value` is not allowed, or None if it is."""
+        if self.choices:
+            if value not in self.choices:
+                return f"must be one of {', '.join(self.choices)}, not {value!r}"
+            return None
+        if value is None or self.least is None:
+            return None
+        low_ok = value >= self.least if self.least_allowed else value > self.least
+        if low_ok and (self.most is None or value <= self.most):  # NaN fails both
+            return None
+        bound = f"at least {self.least}" if self.least_allowed else f"more than {self.least}"
+        if self.most is not None:
+            bound += f" and at most {self.most}"
+        return f"must be {bound}, not {value!r}"
+
+    def parse(self, text):
+        """The value a command line or variable text spells (not for a list: its items are
+        taken as they are); ValueError, with the reason, for text that is no allowed value."""
+        if self.kind is bool:
+            return text.strip().lower() in TRUE_TEXTS
+        if self.choices:
+            if text not in self.choices:
+                raise ValueError(f"invalid choice: {text!r} (choose from {', '.join(self.choices)})")
+            return text
+        if self.none_as is not None and text.strip().lower() == self.none_as:
+            return None
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise ValueError(f"invalid {self.kind.__name__} value: {text!r}") from None
+        why = self.check(value)
+        if why:
+            raise ValueError(why)
+        return value
+
+    def argv(self, value):
+        """The command line arguments that give this setting `value`."""
+        if self.kind is bool:
+            return [self.flag if value else "--no-" + self.flag[2:]]
+        if self.kind is list:
+            items = self.item_texts(value) if self.item_texts else [str(v) for v in value]
+            return [f"{self.flag}={item}" for item in items]
+        if value is None:
+            return [f"{self.flag}={self.none_as}"] if self.none_as is not None else []
+        if isinstance(value, (list, tuple)):  # forwarded_allow_ips as a list
+            value = ",".join(value)
+        return [f"{self.flag}={value}"]
+
+
+def parse_headers(headers):
+    """Default response headers, each 'name: value' or a (name, value) pair, as (name,
+    value) bytes pairs with the name in lower case."""
+    pairs = []
+    for h in headers:
+        if isinstance(h, str):
+            name, sep, value = h.partition(":")
+            if not sep:
+                raise ValueError(f"header must be 'name: value', not {h!r}")
+            h = (name.strip(), value.strip())
+        name, value = h
+        pairs.append((_bytes(name).lower(), _bytes(value)))
+    return pairs
+
+
+def _header_texts(headers):
+    return [f"{name.decode('latin-1')}: {value.decode('latin-1')}" for name, value in parse_headers(headers)]
+
+
+def _bytes(v):
+    return v.encode("latin-1") if isinstance(v, str) else bytes(v)
+
+
+def _lower(value):
+    return str(value).lower()
+
+
+S = Setting
+# In Config's field order (after `app`), which is also that of --help and the README.
+SETTINGS = [
+    S("host", str, "127.0.0.1", "bind to this address"),
+    S("port", int, 8000, "bind to this TCP port", least=0, most=65535, metavar="PORT"),
+    S("uds", str, None, "bind to this Unix socket path", metavar="PATH", doc="removed at exit"),
+    S("fd", int, None, "serve on this inherited, already-listening socket descriptor", least=0, metavar="FD"),
+    S("factory", bool, False, "APP is a factory: call it to get the ASGI app"),
+    S("app_dir", str, None, "look for APP's module in this directory", cli_default=".", metavar="DIR"),
+    S("root_path", str, "", "the ASGI root_path: the mount point behind a proxy that strips it; "
+      "also prefixed to each request's path and raw_path", metavar="PATH"),
+    S("lifespan", str, "auto", "ASGI lifespan protocol", choices=("auto", "on", "off"),
+      doc="the app's `state` is copied into each request's scope"),
+    S("loop", str, "swordfish", "event loop", choices=("swordfish", "asyncio", "uvloop")),
+    S("access_log", bool, True, "one log line per request", doc="refused requests included"),
+    S("log_level", str, "info", "log level", choices=LOG_LEVELS, normalise=_lower),
+    S("backlog", int, 2048, "listen backlog", least=0),
+    S("limit_concurrency", int, None, "most requests served at once (then 503)", least=1, shown_default="no limit"),
+    S("limit_request_line", int, 8190, "longest request line in bytes (then 414)", least=1),
+    S("limit_header_size", int, 32768, "largest header section in bytes (then 431)", least=1),
+    S("limit_header_count", int, 100, "most header fields (then 431)", least=1),
+    S("limit_body_size", int, None, "largest request body in bytes (then 413)", least=0, shown_default="no limit"),
+    S("timeout_header_read", float, 10.0, "seconds from accept to a complete request head",
+      least=0, least_allowed=False, doc="the TLS handshake counts against it"),
+    S("timeout_keep_alive", float, 5.0, "seconds an idle kept-alive connection stays open", least=0),
+    S("timeout_graceful_shutdown", float, 30.0, "seconds in-flight requests get on shutdown (inf: no limit)",
+      least=0, none_as="inf",
+      doc="then the apps still running are cancelled and get a second to clean up"),
+    S("server_header", bool, True, "send 'server: swordfish'"),
+    S("date_header", bool, True, "send 'date'"),
+    S("headers", list, [], "a default response header 'name: value'", flag="--header", metavar="HEADER",
+      item_texts=_header_texts,
+      doc="one named `server` replaces the built-in one; a header the app sets replaces a default"),
+    S("proxy_headers", bool, False,
+      "take client address and scheme from X-Forwarded-For/X-Forwarded-Proto (trusted peers only)"),
+    S("forwarded_allow_ips", str, "127.0.0.1",
+      "peers trusted for --proxy-headers: IPs, networks, 'unix:' or '*', comma-separated", metavar="IPS"),
+    S("max_requests", int, None, "recycle a worker after about this many requests (one process: exit after them)",
+      least=1, shown_default="off",
+      doc="a worker's replacement starts first, then it stops gracefully; one process exits with 0 "
+          "(as uvicorn), for systemd or a container runtime to restart it"),
+    S("max_requests_jitter", int, 0, "add a random 0..N to --max-requests, per worker", least=0),
+    S("workers", int, 1, "worker processes sharing the listening socket, under a supervisor", least=1,
+      doc="the supervisor binds the socket (or takes `--fd`), restarts a worker that dies, and on "
+          "SIGTERM/SIGINT stops accepting at once and stops the workers gracefully (killed "
+          "`--timeout-graceful-shutdown` + 2 s later; a second signal kills at once)"),
+    S("ssl_certfile", str, None, "serve HTTPS with this certificate chain (PEM; may hold the key too)",
+      metavar="FILE", shown_default="off (HTTP)", doc="scope `scheme` `https`, ALPN `http/1.1`"),
+    S("ssl_keyfile", str, None, "the certificate's private key (PEM)", metavar="FILE"),
+    S("ssl_keyfile_password", str, None,
+      "the private key's password (better given as SWORDFISH_SSL_KEYFILE_PASSWORD: "
+      "an option is visible in the process list)", metavar="PASSWORD", secret=True),
+    S("ssl_ca_certs", str, None, "CA certificates (PEM) that client certificates are verified with",
+      metavar="FILE"),
+    S("ssl_cert_reqs", str, "none", "client certificates: not asked for, verified if sent (optional), or required",
+      choices=CERT_REQS),
+    S("ssl_ciphers", str, None, "OpenSSL cipher list (None: the ssl module's)", metavar="CIPHERS"),
+    S("reload", bool, False,
+      "restart the workers when a watched file changes (development); a worker that fails to "
+      "start leaves the running ones serving until the next change", supervisor_only=True,
+      doc="the supervisor polls the watched files and replaces its workers as `--max-requests` does, "
+          "so the port keeps answering. Hidden directories, `__pycache__`, `node_modules`, "
+          "`site-packages` and virtual environments are never walked"),
+    S("reload_dirs", list, [], "a directory to watch for --reload (none given: the --app-dir)",
+      flag="--reload-dir", metavar="DIR", supervisor_only=True, shown_default="the `--app-dir`"),
+    S("reload_includes", list, [], "a file name pattern to watch for --reload (none given: *.py)",
+      flag="--reload-include", metavar="PATTERN", supervisor_only=True, shown_default="`*.py`"),
+    S("reload_excludes", list, [], "a file or directory name pattern --reload ignores, besides hidden ones",
+      flag="--reload-exclude", metavar="PATTERN", supervisor_only=True),
+    S("reload_delay", float, 0.25, "seconds between two looks at the watched files",
+      least=0, least_allowed=False, supervisor_only=True),
+    S("ws", str, "auto", "WebSocket support (none: an upgrade request is served as a plain HTTP request)",
+      choices=("auto", "none")),
+    S("ws_max_size", int, 16 * 1024 * 1024, "largest WebSocket message in bytes (then close 1009)", least=1),
+    S("ws_max_queue", int, 32, "WebSocket messages received and not yet read by the app; "
+      "past it the server stops reading that socket", least=1),
+    S("ws_ping_interval", float, 20.0, "seconds between the server's WebSocket pings (none: no pings)",
+      least=0, least_allowed=False, none_as="none"),
+    S("ws_ping_timeout", float, 20.0, "seconds a WebSocket ping waits for its pong before the server "
+      "closes with 1011 (none: it waits for ever)", least=0, least_allowed=False, none_as="none"),
+    S("ws_per_message_deflate", bool, True, "offer the permessage-deflate WebSocket extension"),
+]
+del S
+
+README_BEGIN = "<!-- settings table: made by `python -m swordfish.server.settings --update README.md` -->"
+README_END = "<!-- end of the settings table -->"
+
+
+def _default_text(s):
+    if s.shown_default is not None:
+        return s.shown_default
+    value = s.cli_default
+    if s.kind is bool:
+        return "on" if value else "off"
+    if value is None:
+        return f"`{s.none_as}`" if s.none_as else "–"
+    if value in ("", []):
+        return "–"
+    return f"`{value}`"
+
+
+def _md(text):
+    """Text for a table cell: `|` escaped, and `*` outside code spans (not emphasis)."""
+    parts = text.replace("|", "\\|").split("`")
+    return "`".join(p if i % 2 else p.replace("*", "\\*") for i, p in enumerate(parts))
+
+
+def markdown_table():
+    """The README's options table: one row per setting."""
+    rows = ["| option | `Config`, `serve()` | environment | default | |", "|---|---|---|---|---|"]
+    for s in SETTINGS:
+        if s.kind is bool:
+            option = f"`{s.flag}`, `--no-{s.flag[2:]}`"
+        elif s.choices:
+            option = f"`{s.flag} {'|'.join(s.choices)}`"
+        else:
+            option = f"`{s.flag} {s.metavar}`"
+        text = s.help_text + (f"; {s.doc}" if s.doc else "")
+        if s.secret:
+            text += "; a supervisor hands it to its workers in their environment, not on their command line"
+        rows.append(f"| {_md(option)} | `{s.name}` | `{s.env}` | {_md(_default_text(s))} | {_md(text)} |")
+    return "\n".join(rows) + "\n"
+
+
+def with_table(readme):
+    """`readme` with the text between the markers replaced by markdown_table()."""
+    pattern = re.compile(re.escape(README_BEGIN) + r"\n.*?" + re.escape(README_END), re.S)
+    if not pattern.search(readme):
+        raise ValueError("the settings table's markers are not in the README")
+    return pattern.sub(lambda _: f"{README_BEGIN}\n{markdown_table()}{README_END}", readme, count=1)
+
+
+def main(argv):
+    if argv == ["--markdown"]:
+        sys.stdout.write(markdown_table())
+    elif len(argv) == 2 and argv[0] == "--update":
+        with open(argv[1], encoding="utf-8") as f:
+            text = f.read()
+        with open(argv[1], "w", encoding="utf-8") as f:
+            f.write(with_table(text))
+    else:
+        sys.exit("usage: python -m swordfish.server.settings --markdown | --update README.md")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

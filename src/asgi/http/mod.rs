@@ -1,0 +1,86 @@
+//! The ASGI `http` scope: the `receive` and `send` callables (small native objects bound
+//! to one request) and the end of the app's task. The scope is built in `scope`,
+//! `receive()` is `receive`, the messages given to `send()` are read in `messages` and
+//! turned into response parts in `send`.
+
+use super::ClientDisconnected;
+use crate::http::protocol::HttpProtocol;
+use crate::http::respond::AppEnd;
+use pyo3::prelude::*;
+use pyo3::{intern, PyTraverseError, PyVisit};
+
+mod messages;
+mod receive;
+mod scope;
+mod send;
+
+pub use receive::{body_message, disconnect_message};
+pub use messages::get as message_get;
+pub use scope::build_scope;
+
+/// `receive()` of one request. Also the done callback of the app's task (called with the
+/// task): that saves an object per request.
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct Receive {
+    pub proto: Py<HttpProtocol>,
+    pub gen: u64,
+}
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct Send {
+    pub proto: Py<HttpProtocol>,
+    pub gen: u64,
+}
+
+#[pymethods]
+impl Receive {
+    #[pyo3(signature = (task=None))]
+    fn __call__(&self, py: Python<'_>, task: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+        let proto = self.proto.bind(py);
+        if let Some(task) = task {
+            task_finished(proto, self.gen, task)?;
+            return Ok(py.None());
+        }
+        receive::receive(proto, self.gen)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.proto)
+    }
+}
+
+#[pymethods]
+impl Send {
+    fn __call__(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        send::send(self.proto.bind(py), self.gen, message)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.proto)
+    }
+}
+
+/// The app's task is done: take its outcome (which also marks an exception as retrieved).
+pub fn task_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, task: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = proto.py();
+    // `exception()` of a cancelled task raises CancelledError: one call either way.
+    let exc = match task.call_method0(intern!(py, "exception")) {
+        Ok(e) => (!e.is_none()).then(|| e.unbind()),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::asyncio::CancelledError>(py) => None,
+        Err(e) => return Err(e),
+    };
+    app_finished(proto, gen, exc)
+}
+
+const HTTP_APP_END: AppEnd = AppEnd {
+    raised: "Exception in ASGI application",
+    returned_before_start: "ASGI callable returned without starting response",
+    returned_before_end: "ASGI callable returned without completing response",
+};
+
+/// The app's task ended (with `exc` if it raised).
+pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<PyAny>>) -> PyResult<()> {
+    let py = proto.py();
+    let disconnected = exc.as_ref().is_some_and(|e| e.bind(py).is_instance_of::<ClientDisconnected>());
+    HttpProtocol::app_finished(proto, gen, exc, disconnected, &HTTP_APP_END)
+}

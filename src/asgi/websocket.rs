@@ -1,0 +1,382 @@
+//! The ASGI `websocket` scope (www spec 2.5): the handshake as the application sees it
+//! (`websocket.connect`, then `websocket.accept`, `websocket.close` or the
+//! `websocket.http.response` extension before it), then messages both ways through the
+//! connection's `WsProtocol`. One `WsSession` per connection holds where the handshake
+//! stands; its `receive` and `send` are the application's callables.
+
+use super::app::AsgiApp;
+use super::http::app_finished;
+use super::{ready, ready_none, ClientDisconnected};
+use crate::http::head::HeadBuilder;
+use crate::http::protocol::HttpProtocol;
+use crate::http::respond::{Part, RespondError, Responded};
+use crate::sync::GilCell;
+use crate::ws::conn::{Received, SendError, WsInterface, WsProtocol};
+use crate::ws::deflate::negotiate;
+use crate::ws::handshake::{accept_key, check_upgrade, write_accept, Upgrade};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::{intern, PyTraverseError, PyVisit};
+
+/// ASGI's messages for what a `WsProtocol` reads.
+pub struct AsgiMessages;
+
+impl WsInterface for AsgiMessages {
+    fn text(&self, py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "type"), intern!(py, "websocket.receive"))?;
+        d.set_item(intern!(py, "text"), text)?;
+        Ok(d.into_any().unbind())
+    }
+
+    fn bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<Py<PyAny>> {
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "type"), intern!(py, "websocket.receive"))?;
+        d.set_item(intern!(py, "bytes"), PyBytes::new(py, data))?;
+        Ok(d.into_any().unbind())
+    }
+
+    fn disconnect(&self, py: Python<'_>, code: u16, reason: &str) -> PyResult<Py<PyAny>> {
+        disconnect_message(py, code, reason)
+    }
+}
+
+pub fn disconnect_message(py: Python<'_>, code: u16, reason: &str) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "websocket.disconnect"))?;
+    d.set_item(intern!(py, "code"), code)?;
+    d.set_item(intern!(py, "reason"), reason)?;
+    Ok(d.into_any().unbind())
+}
+
+/// Turn an `http` scope into the `websocket` scope of the same request.
+pub fn websocket_scope(py: Python<'_>, scope: &Bound<'_, PyDict>, https: bool, subprotocols: &[String]) -> PyResult<()> {
+    scope.set_item(intern!(py, "type"), intern!(py, "websocket"))?;
+    scope.set_item(intern!(py, "scheme"), if https { intern!(py, "wss") } else { intern!(py, "ws") })?;
+    scope.del_item(intern!(py, "method"))?;
+    scope.set_item(intern!(py, "subprotocols"), PyList::new(py, subprotocols)?)?;
+    let asgi = PyDict::new(py);
+    asgi.set_item("version", "3.0")?;
+    asgi.set_item("spec_version", "2.5")?;
+    scope.set_item(intern!(py, "asgi"), asgi)?;
+    let extensions = PyDict::new(py);
+    extensions.set_item("websocket.http.response", PyDict::new(py))?;
+    scope.set_item(intern!(py, "extensions"), extensions)?;
+    Ok(())
+}
+
+/// Where the handshake stands.
+enum Stage {
+    /// `websocket.connect` not yet received by the application.
+    Connecting,
+    /// The application has `websocket.connect` and has not answered.
+    Handshake,
+    Accepted(Py<WsProtocol>),
+    /// Refused with a close or an HTTP response.
+    Denied,
+}
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct WsSession {
+    app: Py<AsgiApp>,
+    proto: Py<HttpProtocol>,
+    gen: u64,
+    /// The request's `sec-websocket-key` and `sec-websocket-extensions` values.
+    key: Vec<u8>,
+    extensions: Vec<Vec<u8>>,
+    stage: GilCell<Stage>,
+}
+
+/// Start the application for a `websocket` scope.
+pub fn start(app: &Bound<'_, AsgiApp>, proto: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyResult<()> {
+    let py = proto.py();
+    let (key, extensions) = handshake_of(scope.bind(py))?;
+    let session = Bound::new(
+        py,
+        WsSession {
+            app: app.clone().unbind(),
+            proto: proto.clone().unbind(),
+            gen,
+            key,
+            extensions,
+            stage: GilCell::new(Stage::Connecting),
+        },
+    )?;
+    let receive = session.getattr(intern!(py, "receive"))?;
+    let send = session.getattr(intern!(py, "send"))?;
+    match super::start::spawn(app.get(), py, (scope, receive, send), false) {
+        Ok(task) => {
+            task.call_method1(intern!(py, "add_done_callback"), (session.getattr(intern!(py, "_task_done"))?,))?;
+            if let Some(entry) = proto.get().lock(py)?.apps.iter_mut().find(|(g, _)| *g == gen) {
+                entry.1 = Some(task.unbind());
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let finished = app_finished(proto, gen, Some(e.clone_ref(py).into_value(py).into_any()));
+            if crate::pyutil::is_exit(py, &e) {
+                return Err(e);
+            }
+            finished
+        }
+    }
+}
+
+/// The key and extension offers of a valid handshake, from the scope's headers.
+fn handshake_of(scope: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<Vec<u8>>)> {
+    let py = scope.py();
+    let headers = scope.get_item(intern!(py, "headers"))?;
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for item in headers.try_iter()? {
+        let item = item?;
+        let t = item.cast::<PyTuple>()?;
+        pairs.push((t.get_item(0)?.extract()?, t.get_item(1)?.extract()?));
+    }
+    match check_upgrade(b"GET", 1, pairs.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))) {
+        Upgrade::Valid(u) => Ok((u.key.to_vec(), u.extensions.iter().map(|e| e.to_vec()).collect())),
+        _ => Err(PyValueError::new_err("not a WebSocket handshake")),
+    }
+}
+
+fn get<'py>(msg: &Bound<'py, PyAny>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    super::http::message_get(msg, key)
+}
+
+fn respond_error(e: RespondError) -> PyErr {
+    match e {
+        RespondError::Gone => ClientDisconnected::new_err("the client disconnected"),
+        _ => PyRuntimeError::new_err("Unexpected ASGI message: the handshake's response is already complete."),
+    }
+}
+
+impl WsSession {
+    fn accept(slf: &Bound<'_, Self>, msg: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let app = this.app.get();
+        let subprotocol: Option<String> = match get(msg, intern!(py, "subprotocol"))? {
+            Some(s) if !s.is_none() => Some(s.extract()?),
+            _ => None,
+        };
+        let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        if let Some(h) = get(msg, intern!(py, "headers"))?.filter(|h| !h.is_none()) {
+            for item in h.try_iter()? {
+                let (n, v): (Vec<u8>, Vec<u8>) = item?.extract().map_err(|_| PyTypeError::new_err("headers must be [name: bytes, value: bytes] pairs"))?;
+                headers.push((n, v));
+            }
+        }
+        let negotiated = negotiate(&this.extensions, &app.ws_deflate);
+        let mut head = Vec::with_capacity(256);
+        let pairs: Vec<(&[u8], &[u8])> = headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())).collect();
+        write_accept(&mut head, &accept_key(&this.key), subprotocol.as_deref(), negotiated.as_ref().map(|(_, h)| h.as_str()), &pairs)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let proto = this.proto.bind(py);
+        let handover = HttpProtocol::upgrade(proto, this.gen, head)?.map_err(respond_error)?;
+        let ws = Bound::new(
+            py,
+            WsProtocol::new(
+                py,
+                app.ws_settings,
+                std::sync::Arc::new(AsgiMessages),
+                app.lp.clone_ref(py),
+                proto.clone().into_any().unbind(),
+                handover.transport.bind(py),
+                negotiated.map(|(n, _)| n),
+            )?,
+        )?;
+        proto.get().upgraded_to(py, ws.clone().into_any().unbind())?;
+        *this.stage.lock(py)? = Stage::Accepted(ws.clone().unbind());
+        let transport = handover.transport.bind(py);
+        transport.call_method1(intern!(py, "set_protocol"), (&ws,))?;
+        WsProtocol::start(&ws, handover.waiters)?;
+        if handover.reading_paused {
+            transport.call_method0(intern!(py, "resume_reading"))?;
+        }
+        if !handover.leftover.is_empty() {
+            WsProtocol::feed(&ws, &handover.leftover)?;
+        }
+        Ok(())
+    }
+
+    /// Refuse the handshake with `status` and an empty body (or the app's own response).
+    fn deny(slf: &Bound<'_, Self>, status: u16) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let proto = this.proto.bind(py);
+        let state = proto.get().state.get();
+        let rules = state.head_rules();
+        let head = HeadBuilder::new(status).and_then(|b| b.finish(&rules)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        *this.stage.lock(py)? = Stage::Denied;
+        HttpProtocol::respond(proto, this.gen, Part::Head { head, trailers: false })?.map_err(respond_error)?;
+        let body = PyBytes::new(py, b"");
+        HttpProtocol::respond(proto, this.gen, Part::Body { body, more: false })?.map_err(respond_error)?;
+        Ok(())
+    }
+
+    fn accepted(&self, py: Python<'_>) -> PyResult<Option<Py<WsProtocol>>> {
+        Ok(match &*self.stage.lock(py)? {
+            Stage::Accepted(ws) => Some(ws.clone_ref(py)),
+            _ => None,
+        })
+    }
+}
+
+#[pymethods]
+impl WsSession {
+    fn receive(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut stage = this.stage.lock(py)?;
+        match &*stage {
+            Stage::Connecting => {
+                *stage = Stage::Handshake;
+                drop(stage);
+                let d = PyDict::new(py);
+                d.set_item(intern!(py, "type"), intern!(py, "websocket.connect"))?;
+                ready(py, d.into_any().unbind())
+            }
+            Stage::Accepted(ws) => {
+                let ws = ws.clone_ref(py);
+                drop(stage);
+                match WsProtocol::receive(ws.bind(py))? {
+                    Received::Now(msg) => ready(py, msg),
+                    Received::Wait(fut) => Ok(fut),
+                }
+            }
+            Stage::Denied => ready(py, disconnect_message(py, 1006, "")?),
+            Stage::Handshake => {
+                drop(stage);
+                // Waits on the request: the handshake's answer or the client leaving ends it.
+                let fut = this.app.get().lp.call_method0(py, intern!(py, "create_future"))?;
+                let proto = this.proto.bind(py).get();
+                let mut c = proto.lock(py)?;
+                let gone = c.gone();
+                match c.current(this.gen) {
+                    Some(req) if !gone => {
+                        req.receive_waiters.push(fut.clone_ref(py));
+                        Ok(fut)
+                    }
+                    _ => {
+                        drop(c);
+                        ready(py, disconnect_message(py, 1006, "")?)
+                    }
+                }
+            }
+        }
+    }
+
+    fn send(slf: &Bound<'_, Self>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        let typ = get(message, intern!(py, "type"))?.ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;
+        let typ: String = typ.extract().map_err(|_| PyTypeError::new_err("ASGI message 'type' must be str"))?;
+        let ws = this.accepted(py)?;
+        match (typ.as_str(), ws) {
+            ("websocket.send", Some(ws)) => {
+                let bytes = get(message, intern!(py, "bytes"))?.filter(|b| !b.is_none());
+                let text = get(message, intern!(py, "text"))?.filter(|t| !t.is_none());
+                let sent = match (bytes, text) {
+                    (Some(b), None) => {
+                        let b = b.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("'bytes' must be bytes"))?;
+                        WsProtocol::send(ws.bind(py), b.as_bytes(), false)?
+                    }
+                    (None, Some(t)) => {
+                        let t = t.cast_into::<PyString>().map_err(|_| PyTypeError::new_err("'text' must be str"))?;
+                        WsProtocol::send(ws.bind(py), t.to_str()?.as_bytes(), true)?
+                    }
+                    _ => return Err(PyValueError::new_err("'websocket.send' needs exactly one of 'bytes' and 'text'")),
+                };
+                match sent {
+                    Ok(None) => ready_none(py),
+                    Ok(Some(fut)) => Ok(fut),
+                    Err(SendError::Closed) => Err(ClientDisconnected::new_err("the WebSocket is closed")),
+                }
+            }
+            ("websocket.close", Some(ws)) => {
+                let code: u16 = get(message, intern!(py, "code"))?.filter(|c| !c.is_none()).map_or(Ok(1000), |c| c.extract())?;
+                let reason: String = get(message, intern!(py, "reason"))?.filter(|r| !r.is_none()).map_or(Ok(String::new()), |r| r.extract())?;
+                if ws.get().is_closed(py)? {
+                    return Err(ClientDisconnected::new_err("the WebSocket is closed"));
+                }
+                WsProtocol::close(ws.bind(py), code, &reason)?;
+                ready_none(py)
+            }
+            ("websocket.accept", None) if !matches!(*this.stage.lock(py)?, Stage::Denied) => {
+                Self::accept(slf, message)?;
+                ready_none(py)
+            }
+            ("websocket.close", None) if !matches!(*this.stage.lock(py)?, Stage::Denied) => {
+                Self::deny(slf, 403)?;
+                ready_none(py)
+            }
+            ("websocket.http.response.start", None) => {
+                let status: u16 = get(message, intern!(py, "status"))?.ok_or_else(|| PyValueError::new_err("without 'status'"))?.extract()?;
+                let rules = this.proto.bind(py).get().state.get().head_rules();
+                let mut head = HeadBuilder::new(status).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                if let Some(h) = get(message, intern!(py, "headers"))?.filter(|h| !h.is_none()) {
+                    for item in h.try_iter()? {
+                        let (n, v): (Vec<u8>, Vec<u8>) = item?.extract()?;
+                        head.field(&rules, &n, &v).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                    }
+                }
+                let head = head.finish(&rules).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                *this.stage.lock(py)? = Stage::Denied;
+                responded(py, HttpProtocol::respond(this.proto.bind(py), this.gen, Part::Head { head, trailers: false })?)
+            }
+            ("websocket.http.response.body", None) => {
+                let body = match get(message, intern!(py, "body"))? {
+                    Some(b) => b.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("'body' must be bytes"))?,
+                    None => PyBytes::new(py, b""),
+                };
+                let more = get(message, intern!(py, "more_body"))?.map_or(Ok(false), |m| m.is_truthy())?;
+                responded(py, HttpProtocol::respond(this.proto.bind(py), this.gen, Part::Body { body, more })?)
+            }
+            (_, Some(ws)) if ws.get().is_closed(py)? => Err(ClientDisconnected::new_err("the WebSocket is closed")),
+            (other, _) => Err(PyRuntimeError::new_err(format!("Unexpected ASGI message '{other}' at this point of the WebSocket connection"))),
+        }
+    }
+
+    /// The app's task is done.
+    fn _task_done(slf: &Bound<'_, Self>, task: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let exc = match task.call_method0(intern!(py, "exception")) {
+            Ok(e) => (!e.is_none()).then(|| e.unbind()),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::asyncio::CancelledError>(py) => None,
+            Err(e) => return Err(e),
+        };
+        let stage_open = matches!(*this.stage.lock(py)?, Stage::Connecting | Stage::Handshake);
+        if let Some(ws) = this.accepted(py)? {
+            // Closed by the server: 1011 after an error, 1000 after a return (as uvicorn).
+            let code = if exc.as_ref().is_some_and(|e| !e.bind(py).is_instance_of::<ClientDisconnected>()) { 1011 } else { 1000 };
+            WsProtocol::close(ws.bind(py), code, "")?;
+        } else if stage_open && exc.is_none() {
+            // Returned without accepting: denied, as uvicorn does.
+            if let Err(e) = Self::deny(slf, 403) {
+                e.write_unraisable(py, Some(slf.as_any()));
+            }
+        }
+        app_finished(this.proto.bind(py), this.gen, exc)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.app)?;
+        visit.call(&self.proto)?;
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
+        if let Some(stage) = self.stage.try_lock(py) {
+            if let Stage::Accepted(ws) = &*stage {
+                visit.call(ws)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn responded(py: Python<'_>, r: Result<Responded, RespondError>) -> PyResult<Py<PyAny>> {
+    match r.map_err(respond_error)? {
+        Responded::Drain(fut) => Ok(fut),
+        _ => ready_none(py),
+    }
+}

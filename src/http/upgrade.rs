@@ -1,0 +1,83 @@
+//! Switching protocols (RFC 9110 §7.8): the `101` head goes out, the connection stops
+//! reading HTTP and hands its transport, and what the client sent after the head, to the
+//! protocol the interface takes over with. The HTTP connection stays among the server's
+//! connections for graceful shutdown, passing `shutdown()` and `abort()` on to that
+//! protocol until it reports its end.
+
+use super::conn::{Act, Phase, TimerKind, Writing};
+use super::protocol::HttpProtocol;
+use super::respond::RespondError;
+use crate::clock::monotonic;
+use pyo3::prelude::*;
+
+/// The transport handed over.
+pub struct Handover {
+    pub transport: Py<PyAny>,
+    /// Bytes the client sent after the request head.
+    pub leftover: Vec<u8>,
+    /// Reading was paused by the HTTP connection: the new protocol resumes it.
+    pub reading_paused: bool,
+    /// The application's receive calls pending on the request.
+    pub waiters: Vec<Py<PyAny>>,
+}
+
+impl HttpProtocol {
+    /// Answer request `gen` with the switching head `head` and give up the transport.
+    pub fn upgrade(slf: &Bound<'_, Self>, gen: u64, head: Vec<u8>) -> PyResult<Result<Handover, RespondError>> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut acts = Vec::new();
+        let handover = {
+            let mut c = this.lock(py)?;
+            if c.gone() {
+                return Ok(Err(RespondError::Gone));
+            }
+            let Some(req) = c.current(gen) else { return Ok(Err(RespondError::Finished)) };
+            if !matches!(req.writing, Writing::Init) {
+                return Ok(Err(RespondError::AlreadyStarted));
+            }
+            req.status = 101;
+            req.writing = Writing::Done;
+            let waiters = std::mem::take(&mut req.receive_waiters);
+            if let Some(log) = req.log.take() {
+                acts.push(Act::AccessLog(Some(log), None, 101, 0, monotonic() - req.start));
+            }
+            acts.push(Act::Write(head));
+            c.req = None;
+            c.phase = Phase::Upgraded;
+            c.timer_kind = TimerKind::None;
+            if let Some(h) = c.timer.take() {
+                acts.push(Act::CancelTimer(h));
+            }
+            let Some(transport) = c.transport.as_ref().map(|t| t.clone_ref(py)) else {
+                return Ok(Err(RespondError::Gone));
+            };
+            let reading_paused = std::mem::take(&mut c.reading_paused);
+            Handover { transport, leftover: std::mem::take(&mut c.rbuf), reading_paused, waiters }
+        };
+        Self::run_acts(slf, acts)?;
+        Ok(Ok(handover))
+    }
+
+    /// The protocol the connection switched to.
+    pub fn upgraded_to(&self, py: Python<'_>, protocol: Py<PyAny>) -> PyResult<()> {
+        self.lock(py)?.upgraded = Some(protocol);
+        Ok(())
+    }
+
+    /// The switched-to protocol's connection is over.
+    pub fn upgrade_ended(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let mut acts = Vec::new();
+        let dropped = {
+            let mut c = slf.get().lock(py)?;
+            c.phase = Phase::Lost;
+            if c.apps.is_empty() {
+                acts.push(Act::Forget);
+            }
+            (c.transport.take(), c.write.take(), c.core.take(), c.on_timer.take(), c.upgraded.take())
+        };
+        drop(dropped);
+        Self::run_acts(slf, acts)
+    }
+}
