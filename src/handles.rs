@@ -26,9 +26,7 @@ pub struct LoopShared {
 impl LoopShared {
     /// A cancelled timer that was counted in `cancelled_timers` left the queue.
     pub fn cancelled_timer_removed(&self) {
-        let _ = self
-            .cancelled_timers
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        let _ = self.cancelled_timers.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 }
 
@@ -106,13 +104,7 @@ impl Handle {
     }
 
     /// Give a recycled handle (see `recyclable`) a new callback.
-    pub fn refill(
-        &self,
-        py: Python<'_>,
-        func: Py<PyAny>,
-        args: CallArgs,
-        context: HandleContext,
-    ) -> PyResult<()> {
+    pub fn refill(&self, py: Python<'_>, func: Py<PyAny>, args: CallArgs, context: HandleContext) -> PyResult<()> {
         let context = context.resolve(py)?;
         let mut d = self.data.lock(py)?;
         d.func = Some(func);
@@ -186,11 +178,8 @@ impl Handle {
         if this.cancelled.swap(true, Ordering::AcqRel) {
             return Ok(false);
         }
-        let frozen_repr = if this.shared.debug.load(Ordering::Relaxed) {
-            Some(handle_repr(slf.as_any(), this, None)?)
-        } else {
-            None
-        };
+        let frozen_repr =
+            if this.shared.debug.load(Ordering::Relaxed) { Some(handle_repr(slf.as_any(), this, None)?) } else { None };
         let (func, args) = {
             let mut d = this.data.lock(slf.py())?;
             if frozen_repr.is_some() {
@@ -230,9 +219,7 @@ impl Handle {
                 };
                 cb.map(|(f, a)| (f, a, ctx))
             }
-            Err(err) => {
-                return Err(Failure { err, func: py.None(), args: PyTuple::empty(py).unbind() })
-            }
+            Err(err) => return Err(Failure { err, func: py.None(), args: PyTuple::empty(py).unbind() }),
         };
         let Some((func, args, context)) = taken else { return Ok(false) };
         let result = match &context {
@@ -369,10 +356,7 @@ impl Handle {
 
     #[getter(_source_traceback)]
     fn source_traceback(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.data.lock(py)?
-            .source_traceback
-            .as_ref()
-            .map_or_else(|| py.None(), |t| t.clone_ref(py)))
+        Ok(self.data.lock(py)?.source_traceback.as_ref().map_or_else(|| py.None(), |t| t.clone_ref(py)))
     }
 
     #[setter(_source_traceback)]
@@ -465,11 +449,7 @@ impl TimerHandle {
         (bits ^ (bits >> 32)) as isize
     }
 
-    fn __richcmp__(
-        slf: &Bound<'_, Self>,
-        other: &Bound<'_, PyAny>,
-        op: CompareOp,
-    ) -> PyResult<Py<PyAny>> {
+    fn __richcmp__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let Ok(other) = other.cast::<TimerHandle>() else {
             return Ok(py.NotImplemented());

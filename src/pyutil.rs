@@ -82,12 +82,7 @@ pub fn vectorcall_kw<'py>(
     let ptrs: smallvec_like::Ptrs = args.iter().map(|a| a.as_ptr()).collect();
     let npos = args.len() - nkw;
     unsafe {
-        let r = ffi::PyObject_Vectorcall(
-            callable.as_ptr(),
-            ptrs.as_ptr(),
-            npos,
-            kwnames.as_ptr(),
-        );
+        let r = ffi::PyObject_Vectorcall(callable.as_ptr(), ptrs.as_ptr(), npos, kwnames.as_ptr());
         Bound::from_owned_ptr_or_err(py, r)
     }
 }

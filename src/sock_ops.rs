@@ -127,7 +127,13 @@ impl SockOp {
     }
 
     /// The operation would block now: return a future that a watcher completes.
-    fn start<'py>(lp: &Bound<'py, LoopCore>, sock: &Bound<'py, PyAny>, fd: RawFd, which: Which, op: Op) -> PyResult<Bound<'py, PyAny>> {
+    fn start<'py>(
+        lp: &Bound<'py, LoopCore>,
+        sock: &Bound<'py, PyAny>,
+        fd: RawFd,
+        which: Which,
+        op: Op,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = lp.py();
         let fut = LoopCore::new_future(lp)?;
         let op = SockOp {
@@ -186,7 +192,13 @@ pub struct Target<'a, 'py> {
 
 impl<'py> Target<'_, 'py> {
     /// The result now, or (when the socket would block) a future for it.
-    fn now_or_later(&self, lp: &Bound<'py, LoopCore>, which: Which, first: Attempt, op: Op) -> PyResult<Bound<'py, PyAny>> {
+    fn now_or_later(
+        &self,
+        lp: &Bound<'py, LoopCore>,
+        which: Which,
+        first: Attempt,
+        op: Op,
+    ) -> PyResult<Bound<'py, PyAny>> {
         match first {
             Some(result) => Ok(result?.into_bound(lp.py())),
             None => SockOp::start(lp, self.sock, self.fd, which, op),
@@ -195,17 +207,24 @@ impl<'py> Target<'_, 'py> {
 }
 
 pub fn sock_recv<'py>(lp: &Bound<'py, LoopCore>, t: Target<'_, 'py>, n: isize) -> PyResult<Bound<'py, PyAny>> {
-    let n = usize::try_from(n)
-        .map_err(|_| pyo3::exceptions::PyValueError::new_err("negative buffersize in recv"))?;
+    let n = usize::try_from(n).map_err(|_| pyo3::exceptions::PyValueError::new_err("negative buffersize in recv"))?;
     t.now_or_later(lp, Which::Reader, recv(lp, t.fd, n), Op::Recv(n))
 }
 
-pub fn sock_recv_into<'py>(lp: &Bound<'py, LoopCore>, t: Target<'_, 'py>, buf: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub fn sock_recv_into<'py>(
+    lp: &Bound<'py, LoopCore>,
+    t: Target<'_, 'py>,
+    buf: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let first = recv_into(lp.py(), t.fd, buf);
     t.now_or_later(lp, Which::Reader, first, Op::RecvInto(buf.clone().unbind()))
 }
 
-pub fn sock_sendall<'py>(lp: &Bound<'py, LoopCore>, t: Target<'_, 'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub fn sock_sendall<'py>(
+    lp: &Bound<'py, LoopCore>,
+    t: Target<'_, 'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let fd = t.fd;
     let view = View::readable(data)?;
     if view.len() == 0 {

@@ -24,10 +24,7 @@ impl<T> PartialOrd for Entry<T> {
 impl<T> Ord for Entry<T> {
     // Reversed: BinaryHeap is a max-heap and we want the earliest deadline on top.
     fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .when
-            .total_cmp(&self.when)
-            .then_with(|| other.seq.cmp(&self.seq))
+        other.when.total_cmp(&self.when).then_with(|| other.seq.cmp(&self.seq))
     }
 }
 

@@ -4,15 +4,15 @@
 
 use super::http::{body_message, build_scope, disconnect_message};
 use super::websocket::websocket_scope;
-use crate::ws::conn::WsSettings;
-use crate::ws::deflate::ServerConfig;
-use crate::ws::handshake::{check_upgrade, Upgrade};
 use crate::event_loop::LoopCore;
 use crate::http::conn::Conn;
 use crate::http::dispatch::{Dispatch, Served};
 use crate::http::parse::{is_unreserved_or_sub_delim, Head, Reject};
 use crate::http::protocol::HttpProtocol;
 use crate::sync::GilCell;
+use crate::ws::conn::WsSettings;
+use crate::ws::deflate::ServerConfig;
+use crate::ws::handshake::{check_upgrade, refusal_fields, Upgrade};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use pyo3::{PyTraverseError, PyVisit};
@@ -23,8 +23,20 @@ use std::sync::Arc;
 
 /// The keys of an `http` scope, in the order the scope lists them.
 const SCOPE_KEYS: [&str; 14] = [
-    "type", "asgi", "http_version", "server", "client", "scheme", "method", "root_path", "path", "raw_path",
-    "query_string", "headers", "state", "extensions",
+    "type",
+    "asgi",
+    "http_version",
+    "server",
+    "client",
+    "scheme",
+    "method",
+    "root_path",
+    "path",
+    "raw_path",
+    "query_string",
+    "headers",
+    "state",
+    "extensions",
 ];
 
 /// Seconds the client gets to answer the server's close frame (as the `websockets`
@@ -46,6 +58,9 @@ fn percent_encode_path(path: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Requests waiting for an eager step to return: (protocol, scope, request generation).
+pub type Chained = VecDeque<(Py<HttpProtocol>, Py<PyAny>, u64)>;
+
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct AsgiApp {
     pub app: Py<PyAny>,
@@ -65,7 +80,7 @@ pub struct AsgiApp {
     /// long the pipeline).
     pub in_eager: AtomicBool,
     /// (protocol, scope, request generation) of the requests waiting so.
-    pub chained: GilCell<VecDeque<(Py<HttpProtocol>, Py<PyAny>, u64)>>,
+    pub chained: GilCell<Chained>,
     /// The loop's native core when it is swordfish's own loop: an eager start is skipped
     /// while callbacks are already waiting there (see `start`).
     pub core: Option<Py<LoopCore>>,
@@ -259,10 +274,7 @@ impl Dispatch for AsgiDispatch {
         let headers = head.headers.iter().map(|(n, v)| (field(n), field(v)));
         match check_upgrade(method, head.minor, headers) {
             Upgrade::NotWebSocket => Ok(Served { request: scope, upgrade: false }),
-            Upgrade::Refused(r) => {
-                let field: &'static [u8] = if r.status == 426 { b"sec-websocket-version: 13\r\n" } else { b"" };
-                Err(Reject::Upgrade { status: r.status, field })
-            }
+            Upgrade::Refused(r) => Err(Reject::Upgrade { status: r.status, field: refusal_fields(&r) }),
             Upgrade::Valid(u) => {
                 let dict = scope.bind(py).cast::<PyDict>().map_err(|_| Reject::BadRequest("scope"))?;
                 websocket_scope(py, dict, c.https, &u.subprotocols).map_err(|_| Reject::BadRequest("scope"))?;

@@ -43,7 +43,13 @@ pub fn start(app: &Bound<'_, AsgiApp>, proto: &Bound<'_, HttpProtocol>, scope: P
 
 /// `create_task(app(scope, receive, send))` (an eager task when `eager` allows it), with
 /// the receive callable as done callback.
-fn start_one(state: &AsgiApp, proto: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64, eager: bool) -> PyResult<()> {
+fn start_one(
+    state: &AsgiApp,
+    proto: &Bound<'_, HttpProtocol>,
+    scope: Py<PyAny>,
+    gen: u64,
+    eager: bool,
+) -> PyResult<()> {
     let py = proto.py();
     let receive = Bound::new(py, Receive { proto: proto.clone().unbind(), gen })?;
     let send = Bound::new(py, Send { proto: proto.clone().unbind(), gen })?;
@@ -71,7 +77,12 @@ fn start_one(state: &AsgiApp, proto: &Bound<'_, HttpProtocol>, scope: Py<PyAny>,
 }
 
 /// The task of `app(*args)`: eager when allowed and the loop has nothing else waiting.
-pub fn spawn<'py>(state: &AsgiApp, py: Python<'py>, args: impl pyo3::call::PyCallArgs<'py>, eager: bool) -> PyResult<Bound<'py, PyAny>> {
+pub fn spawn<'py>(
+    state: &AsgiApp,
+    py: Python<'py>,
+    args: impl pyo3::call::PyCallArgs<'py>,
+    eager: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let coro = state.app.bind(py).call1(args)?;
     // An eager start runs the app ahead of everything already waiting in the ready queue.
     // With callbacks waiting (say, the wake-up of a request whose database reply came in

@@ -11,8 +11,9 @@ use crate::http::head::HeadBuilder;
 use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{Part, RespondError, Responded};
 use crate::sync::GilCell;
-use crate::ws::conn::{Received, SendError, WsInterface, WsProtocol};
+use crate::ws::conn::{Received, SendError, WsInterface, WsProtocol, CLOSE_ABNORMAL, CLOSE_INTERNAL_ERROR};
 use crate::ws::deflate::negotiate;
+use crate::ws::frame::{valid_close_code, CLOSE_NORMAL};
 use crate::ws::handshake::{accept_key, check_upgrade, write_accept, Upgrade};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -51,7 +52,12 @@ pub fn disconnect_message(py: Python<'_>, code: u16, reason: &str) -> PyResult<P
 }
 
 /// Turn an `http` scope into the `websocket` scope of the same request.
-pub fn websocket_scope(py: Python<'_>, scope: &Bound<'_, PyDict>, https: bool, subprotocols: &[String]) -> PyResult<()> {
+pub fn websocket_scope(
+    py: Python<'_>,
+    scope: &Bound<'_, PyDict>,
+    https: bool,
+    subprotocols: &[String],
+) -> PyResult<()> {
     scope.set_item(intern!(py, "type"), intern!(py, "websocket"))?;
     scope.set_item(intern!(py, "scheme"), if https { intern!(py, "wss") } else { intern!(py, "ws") })?;
     scope.del_item(intern!(py, "method"))?;
@@ -162,15 +168,23 @@ impl WsSession {
         let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         if let Some(h) = get(msg, intern!(py, "headers"))?.filter(|h| !h.is_none()) {
             for item in h.try_iter()? {
-                let (n, v): (Vec<u8>, Vec<u8>) = item?.extract().map_err(|_| PyTypeError::new_err("headers must be [name: bytes, value: bytes] pairs"))?;
+                let (n, v): (Vec<u8>, Vec<u8>) = item?
+                    .extract()
+                    .map_err(|_| PyTypeError::new_err("headers must be [name: bytes, value: bytes] pairs"))?;
                 headers.push((n, v));
             }
         }
         let negotiated = negotiate(&this.extensions, &app.ws_deflate);
         let mut head = Vec::with_capacity(256);
         let pairs: Vec<(&[u8], &[u8])> = headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())).collect();
-        write_accept(&mut head, &accept_key(&this.key), subprotocol.as_deref(), negotiated.as_ref().map(|(_, h)| h.as_str()), &pairs)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        write_accept(
+            &mut head,
+            &accept_key(&this.key),
+            subprotocol.as_deref(),
+            negotiated.as_ref().map(|(_, h)| h.as_str()),
+            &pairs,
+        )
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let proto = this.proto.bind(py);
         let handover = HttpProtocol::upgrade(proto, this.gen, head)?.map_err(respond_error)?;
         let ws = Bound::new(
@@ -206,7 +220,11 @@ impl WsSession {
         let proto = this.proto.bind(py);
         let state = proto.get().state.get();
         let rules = state.head_rules();
-        let head = HeadBuilder::new(status).and_then(|b| b.finish(&rules)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let mut head = HeadBuilder::new(status)
+            .and_then(|b| b.finish(&rules))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        // The client may have sent frames behind its handshake: the connection is not reused.
+        head.close = true;
         *this.stage.lock(py)? = Stage::Denied;
         HttpProtocol::respond(proto, this.gen, Part::Head { head, trailers: false })?.map_err(respond_error)?;
         let body = PyBytes::new(py, b"");
@@ -244,7 +262,7 @@ impl WsSession {
                     Received::Wait(fut) => Ok(fut),
                 }
             }
-            Stage::Denied => ready(py, disconnect_message(py, 1006, "")?),
+            Stage::Denied => ready(py, disconnect_message(py, CLOSE_ABNORMAL, "")?),
             Stage::Handshake => {
                 drop(stage);
                 // Waits on the request: the handshake's answer or the client leaving ends it.
@@ -259,7 +277,7 @@ impl WsSession {
                     }
                     _ => {
                         drop(c);
-                        ready(py, disconnect_message(py, 1006, "")?)
+                        ready(py, disconnect_message(py, CLOSE_ABNORMAL, "")?)
                     }
                 }
             }
@@ -269,7 +287,8 @@ impl WsSession {
     fn send(slf: &Bound<'_, Self>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let this = slf.get();
-        let typ = get(message, intern!(py, "type"))?.ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;
+        let typ =
+            get(message, intern!(py, "type"))?.ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;
         let typ: String = typ.extract().map_err(|_| PyTypeError::new_err("ASGI message 'type' must be str"))?;
         let ws = this.accepted(py)?;
         match (typ.as_str(), ws) {
@@ -294,8 +313,15 @@ impl WsSession {
                 }
             }
             ("websocket.close", Some(ws)) => {
-                let code: u16 = get(message, intern!(py, "code"))?.filter(|c| !c.is_none()).map_or(Ok(1000), |c| c.extract())?;
-                let reason: String = get(message, intern!(py, "reason"))?.filter(|r| !r.is_none()).map_or(Ok(String::new()), |r| r.extract())?;
+                let code: u16 = get(message, intern!(py, "code"))?
+                    .filter(|c| !c.is_none())
+                    .map_or(Ok(CLOSE_NORMAL), |c| c.extract())?;
+                if !valid_close_code(code) {
+                    return Err(PyValueError::new_err(format!("invalid close code {code}")));
+                }
+                let reason: String = get(message, intern!(py, "reason"))?
+                    .filter(|r| !r.is_none())
+                    .map_or(Ok(String::new()), |r| r.extract())?;
                 if ws.get().is_closed(py)? {
                     return Err(ClientDisconnected::new_err("the WebSocket is closed"));
                 }
@@ -311,7 +337,9 @@ impl WsSession {
                 ready_none(py)
             }
             ("websocket.http.response.start", None) => {
-                let status: u16 = get(message, intern!(py, "status"))?.ok_or_else(|| PyValueError::new_err("without 'status'"))?.extract()?;
+                let status: u16 = get(message, intern!(py, "status"))?
+                    .ok_or_else(|| PyValueError::new_err("without 'status'"))?
+                    .extract()?;
                 let rules = this.proto.bind(py).get().state.get().head_rules();
                 let mut head = HeadBuilder::new(status).map_err(|e| PyValueError::new_err(e.to_string()))?;
                 if let Some(h) = get(message, intern!(py, "headers"))?.filter(|h| !h.is_none()) {
@@ -320,9 +348,13 @@ impl WsSession {
                         head.field(&rules, &n, &v).map_err(|e| PyValueError::new_err(e.to_string()))?;
                     }
                 }
-                let head = head.finish(&rules).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let mut head = head.finish(&rules).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                head.close = true;
                 *this.stage.lock(py)? = Stage::Denied;
-                responded(py, HttpProtocol::respond(this.proto.bind(py), this.gen, Part::Head { head, trailers: false })?)
+                responded(
+                    py,
+                    HttpProtocol::respond(this.proto.bind(py), this.gen, Part::Head { head, trailers: false })?,
+                )
             }
             ("websocket.http.response.body", None) => {
                 let body = match get(message, intern!(py, "body"))? {
@@ -333,7 +365,9 @@ impl WsSession {
                 responded(py, HttpProtocol::respond(this.proto.bind(py), this.gen, Part::Body { body, more })?)
             }
             (_, Some(ws)) if ws.get().is_closed(py)? => Err(ClientDisconnected::new_err("the WebSocket is closed")),
-            (other, _) => Err(PyRuntimeError::new_err(format!("Unexpected ASGI message '{other}' at this point of the WebSocket connection"))),
+            (other, _) => Err(PyRuntimeError::new_err(format!(
+                "Unexpected ASGI message '{other}' at this point of the WebSocket connection"
+            ))),
         }
     }
 
@@ -349,12 +383,14 @@ impl WsSession {
         let stage_open = matches!(*this.stage.lock(py)?, Stage::Connecting | Stage::Handshake);
         if let Some(ws) = this.accepted(py)? {
             // Closed by the server: 1011 after an error, 1000 after a return (as uvicorn).
-            let code = if exc.as_ref().is_some_and(|e| !e.bind(py).is_instance_of::<ClientDisconnected>()) { 1011 } else { 1000 };
+            let failed = exc.as_ref().is_some_and(|e| !e.bind(py).is_instance_of::<ClientDisconnected>());
+            let code = if failed { CLOSE_INTERNAL_ERROR } else { CLOSE_NORMAL };
             WsProtocol::close(ws.bind(py), code, "")?;
         } else if stage_open && exc.is_none() {
             // Returned without accepting: denied, as uvicorn does.
-            if let Err(e) = Self::deny(slf, 403) {
-                e.write_unraisable(py, Some(slf.as_any()));
+            match Self::deny(slf, 403) {
+                Err(e) if !e.is_instance_of::<ClientDisconnected>(py) => e.write_unraisable(py, Some(slf.as_any())),
+                _ => {}
             }
         }
         app_finished(this.proto.bind(py), this.gen, exc)

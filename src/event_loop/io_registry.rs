@@ -247,12 +247,13 @@ impl LoopCore {
             // it was closed without them being removed, and its number now names another
             // file. The stdlib's selector then fails to modify it, forgets those watchers
             // and raises; so does this, rather than carry them over to the new file.
-            let watchers_only = drained.is_none() && entry.owner.is_none() && linger.is_none() && old_interest.is_some();
+            let watchers_only =
+                drained.is_none() && entry.owner.is_none() && linger.is_none() && old_interest.is_some();
             let slot = entry.slot(which);
             let previous = slot.replace(handle.clone_ref(py));
             let new_interest = entry.interest();
-            let in_place = new_interest == old_interest
-                && matches!((&linger, drained), (Some(l), Some(s)) if l.sock.is(s));
+            let in_place =
+                new_interest == old_interest && matches!((&linger, drained), (Some(l), Some(s)) if l.sock.is(s));
             let res = match new_interest {
                 _ if in_place => Ok(()),
                 Some(i) if watchers_only && new_interest != old_interest => reactor::modify(&this.registry, fd, i),

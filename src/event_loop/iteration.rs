@@ -9,9 +9,9 @@ use crate::reactor::{self, Poller, Readiness};
 use crate::sync::lock;
 use crate::tasks::StepArg;
 use crate::transport::stream::StreamCore;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use pyo3::intern;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -209,11 +209,7 @@ impl LoopCore {
             };
             // Nothing but the loop refers to it, so it will be reused: run it by emptying it.
             let reuse = !debug && !handle.get().repeats() && Handle::recyclable(handle.bind(py));
-            let outcome = if debug {
-                Self::run_debug(slf, &handle)
-            } else {
-                handle.get().run(py, reuse)
-            };
+            let outcome = if debug { Self::run_debug(slf, &handle) } else { handle.get().run(py, reuse) };
             let failed = outcome.is_err();
             let outcome = match outcome {
                 Err(failure) => Self::report(slf, &handle, failure),
@@ -342,10 +338,7 @@ impl LoopCore {
             return Err(failure.err);
         }
         let exc = failure.err.into_value(py);
-        slf.call_method1(
-            intern!(py, "_report_callback_error"),
-            (handle, failure.func, failure.args, exc),
-        )?;
+        slf.call_method1(intern!(py, "_report_callback_error"), (handle, failure.func, failure.args, exc))?;
         Ok(())
     }
 
@@ -355,8 +348,7 @@ impl LoopCore {
         let mut removed = Vec::new();
         let cancelled = self.shared.cancelled_timers.load(Ordering::Relaxed);
         let queued = st.timers.len();
-        let is_cancelled =
-            |t: &Py<TimerHandle>| -> bool { t.bind(py).as_super().get().is_cancelled() };
+        let is_cancelled = |t: &Py<TimerHandle>| -> bool { t.bind(py).as_super().get().is_cancelled() };
         if queued > MIN_TIMERS_FOR_CLEANUP && cancelled * 2 > queued {
             removed = st.timers.extract_if(is_cancelled);
             for t in &removed {

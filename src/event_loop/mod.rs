@@ -127,7 +127,6 @@ impl LoopCore {
             drop(old); // outside the borrow
         }
     }
-
 }
 
 #[pymethods]
@@ -148,21 +147,14 @@ impl LoopCore {
             task_factory: GilCell::new(None),
             future_type: asyncio.getattr("Future")?.unbind(),
             task_type: asyncio.getattr("Task")?.unbind(),
-            context_free_callback: py
-                .import("asyncio.futures")?
-                .getattr("_set_result_unless_cancelled")?
-                .unbind(),
+            context_free_callback: py.import("asyncio.futures")?.getattr("_set_result_unless_cancelled")?.unbind(),
             kw_loop: PyTuple::new(py, [PyString::intern(py, "loop")])?.unbind(),
             get_running_loop: if py.version_info() >= (3, 12) {
                 Some(py.import("asyncio.events")?.getattr("_get_running_loop")?.unbind())
             } else {
                 None
             },
-            kw_loop_name: PyTuple::new(
-                py,
-                [PyString::intern(py, "loop"), PyString::intern(py, "name")],
-            )?
-            .unbind(),
+            kw_loop_name: PyTuple::new(py, [PyString::intern(py, "loop"), PyString::intern(py, "name")])?.unbind(),
             spare: GilCell::new(SparePool::default()),
             recv_spare: GilCell::new(None),
             thread_id: GilCell::new(None),
@@ -210,7 +202,8 @@ impl LoopCore {
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
         let context = Self::handle_context(slf, callback, context);
-        let handle = Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon_threadsafe", false)?;
+        let handle =
+            Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon_threadsafe", false)?;
         slf.get().wake();
         Ok(handle)
     }
@@ -355,15 +348,9 @@ impl LoopCore {
         let this = slf.get();
         let py = slf.py();
         this.check_closed()?;
-        let plain = kwargs.is_none_or(|k| k.is_empty())
-            && !this.debug()
-            && this.task_factory.lock(py)?.is_none();
+        let plain = kwargs.is_none_or(|k| k.is_empty()) && !this.debug() && this.task_factory.lock(py)?.is_none();
         if !plain {
-            return slf.call_method(
-                intern!(py, "_create_task_slow"),
-                (coro, name, context),
-                kwargs,
-            );
+            return slf.call_method(intern!(py, "_create_task_slow"), (coro, name, context), kwargs);
         }
         if this.native_tasks.load(Ordering::Relaxed) && (context.is_none() || crate::tasks::globals().minor >= 11) {
             return crate::tasks::new_task(slf, coro, name, context);
@@ -374,9 +361,7 @@ impl LoopCore {
         match name {
             None if Self::is_running_here(slf) => this.task_type.bind(py).call1((coro,)),
             None => vectorcall_kw(py, &this.task_type, &[coro, slf.as_any()], &this.kw_loop),
-            Some(n) => {
-                vectorcall_kw(py, &this.task_type, &[coro, slf.as_any(), n], &this.kw_loop_name)
-            }
+            Some(n) => vectorcall_kw(py, &this.task_type, &[coro, slf.as_any(), n], &this.kw_loop_name),
         }
     }
 
@@ -424,17 +409,32 @@ impl LoopCore {
     }
 
     /// `sock.recv(n)` on a plain non-blocking socket: the bytes, or a future for them.
-    fn _sock_recv<'py>(slf: &Bound<'py, Self>, sock: &Bound<'py, PyAny>, fd: RawFd, n: isize) -> PyResult<Bound<'py, PyAny>> {
+    fn _sock_recv<'py>(
+        slf: &Bound<'py, Self>,
+        sock: &Bound<'py, PyAny>,
+        fd: RawFd,
+        n: isize,
+    ) -> PyResult<Bound<'py, PyAny>> {
         sock_ops::sock_recv(slf, sock_ops::Target { sock, fd }, n)
     }
 
     /// `sock.recv_into(buf)` on a plain non-blocking socket: the count, or a future for it.
-    fn _sock_recv_into<'py>(slf: &Bound<'py, Self>, sock: &Bound<'py, PyAny>, fd: RawFd, buf: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn _sock_recv_into<'py>(
+        slf: &Bound<'py, Self>,
+        sock: &Bound<'py, PyAny>,
+        fd: RawFd,
+        buf: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         sock_ops::sock_recv_into(slf, sock_ops::Target { sock, fd }, buf)
     }
 
     /// Send all of `data` on a plain non-blocking socket: None when done, else a future.
-    fn _sock_sendall<'py>(slf: &Bound<'py, Self>, sock: &Bound<'py, PyAny>, fd: RawFd, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn _sock_sendall<'py>(
+        slf: &Bound<'py, Self>,
+        sock: &Bound<'py, PyAny>,
+        fd: RawFd,
+        data: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         sock_ops::sock_sendall(slf, sock_ops::Target { sock, fd }, data)
     }
 

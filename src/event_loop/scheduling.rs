@@ -47,13 +47,7 @@ impl LoopCore {
         context: HandleContext,
         source_tb: Option<Py<PyAny>>,
     ) -> PyResult<Handle> {
-        let h = Handle::new(
-            slf.py(),
-            callback.clone().unbind(),
-            args,
-            context,
-            &slf.get().shared,
-        )?;
+        let h = Handle::new(slf.py(), callback.clone().unbind(), args, context, &slf.get().shared)?;
         if source_tb.is_some() {
             h.set_source_traceback(slf.py(), source_tb)?;
         }
@@ -197,10 +191,7 @@ impl LoopCore {
     /// factory asks for the C types (see `crate::tasks`).
     pub(crate) fn new_future<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let this = slf.get();
-        if this.native_tasks.load(Ordering::Relaxed)
-            && !this.debug()
-            && this.task_factory.lock(slf.py())?.is_none()
-        {
+        if this.native_tasks.load(Ordering::Relaxed) && !this.debug() && this.task_factory.lock(slf.py())?.is_none() {
             return crate::tasks::new_future(slf);
         }
         if Self::is_running_here(slf) {

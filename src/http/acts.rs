@@ -33,7 +33,8 @@ impl HttpProtocol {
                     Act::Close | Act::Abort => {
                         let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
-                            let name = if matches!(act, Act::Close) { intern!(py, "close") } else { intern!(py, "abort") };
+                            let name =
+                                if matches!(act, Act::Close) { intern!(py, "close") } else { intern!(py, "abort") };
                             t.call_method0(py, name)?;
                         }
                     }

@@ -151,6 +151,10 @@ impl HttpServerState {
 impl HttpServerState {
     /// The rules every response head follows.
     pub fn head_rules(&self) -> super::head::HeadRules<'_> {
-        super::head::HeadRules { date: self.date_header, server: self.server_header.as_deref(), defaults: &self.default_headers }
+        super::head::HeadRules {
+            date: self.date_header,
+            server: self.server_header.as_deref(),
+            defaults: &self.default_headers,
+        }
     }
 }

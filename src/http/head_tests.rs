@@ -30,7 +30,8 @@ fn fields_that_would_split_the_head_are_refused() {
 
 #[test]
 fn framing_and_connection_fields_stay_the_servers() {
-    let h = head(200, &NO_DEFAULTS, &[(b"Transfer-Encoding", b"chunked"), (b"Connection", b"keep-alive, close")]).unwrap();
+    let h =
+        head(200, &NO_DEFAULTS, &[(b"Transfer-Encoding", b"chunked"), (b"Connection", b"keep-alive, close")]).unwrap();
     assert_eq!(h.bytes, b"HTTP/1.1 200 OK\r\n");
     assert!(h.close);
     assert_eq!(head(200, &NO_DEFAULTS, &[(b"transfer-encoding", b"gzip")]).unwrap_err(), HeadError::Coding);
@@ -39,7 +40,10 @@ fn framing_and_connection_fields_stay_the_servers() {
     for bad in [&b"5, 6"[..], b"-1", b"", b"99999999999999999999"] {
         assert_eq!(head(200, &NO_DEFAULTS, &[(b"content-length", bad)]).unwrap_err(), HeadError::Length, "{bad:?}");
     }
-    assert_eq!(head(200, &NO_DEFAULTS, &[(b"content-length", b"5"), (b"content-length", b"6")]).unwrap_err(), HeadError::Length);
+    assert_eq!(
+        head(200, &NO_DEFAULTS, &[(b"content-length", b"5"), (b"content-length", b"6")]).unwrap_err(),
+        HeadError::Length
+    );
     // RFC 9110 §8.6: a 204 has no framing fields, whatever the application says.
     let h = head(204, &NO_DEFAULTS, &[(b"content-length", b"5")]).unwrap();
     assert_eq!((h.bytes.as_slice(), h.length), (&b"HTTP/1.1 204 No Content\r\n"[..], None));
@@ -81,10 +85,16 @@ fn framing_follows_what_is_known() {
     assert_eq!(framed(get11, Some(3), true), ("content-length: 3\r\n\r\n".into(), Encoder::Length(3), true));
     assert_eq!(framed(get11, None, true), ("transfer-encoding: chunked\r\n\r\n".into(), Encoder::Chunked, true));
     assert_eq!(framed(Framing { length: Some(9), ..get11 }, None, true), ("\r\n".into(), Encoder::Length(9), true));
-    assert_eq!(framed(get11, Some(3), false), ("content-length: 3\r\nconnection: close\r\n\r\n".into(), Encoder::Length(3), false));
+    assert_eq!(
+        framed(get11, Some(3), false),
+        ("content-length: 3\r\nconnection: close\r\n\r\n".into(), Encoder::Length(3), false)
+    );
     let get10 = Framing { minor: 0, ..get11 };
     assert_eq!(framed(get10, None, true), ("connection: close\r\n\r\n".into(), Encoder::CloseDelimited, false));
-    assert_eq!(framed(get10, Some(0), true), ("content-length: 0\r\nconnection: keep-alive\r\n\r\n".into(), Encoder::Length(0), true));
+    assert_eq!(
+        framed(get10, Some(0), true),
+        ("content-length: 0\r\nconnection: keep-alive\r\n\r\n".into(), Encoder::Length(0), true)
+    );
     let head = Framing { head_method: true, ..get11 };
     assert_eq!(framed(head, None, true), ("\r\n".into(), Encoder::Bodiless, true));
     assert_eq!(framed(Framing { status: 304, ..get11 }, Some(5), true).1, Encoder::Bodiless);

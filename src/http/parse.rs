@@ -17,7 +17,10 @@ pub enum Reject {
     Unavailable,
     /// An upgrade refused with `status`; `field` (a whole field line) names what the server
     /// speaks instead (RFC 9110 §15.5.22).
-    Upgrade { status: u16, field: &'static [u8] },
+    Upgrade {
+        status: u16,
+        field: &'static [u8],
+    },
 }
 
 impl Reject {
@@ -146,7 +149,10 @@ static TCHAR: [bool; 256] = {
     while i < 256 {
         let b = i as u8;
         table[i] = b.is_ascii_alphanumeric()
-            || matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~');
+            || matches!(
+                b,
+                b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
+            );
         i += 1;
     }
     table
@@ -353,11 +359,32 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
 /// request modifiers, authentication and content metadata. A server that merged them into
 /// the request headers would let the trailer override what was checked in the head.
 const FORBIDDEN_TRAILERS: &[&[u8]] = &[
-    b"host", b"content-length", b"transfer-encoding", b"trailer", b"te", b"connection",
-    b"keep-alive", b"upgrade", b"proxy-connection", b"expect", b"max-forwards", b"range",
-    b"if-match", b"if-none-match", b"if-modified-since", b"if-unmodified-since", b"if-range",
-    b"cache-control", b"pragma", b"authorization", b"proxy-authorization", b"cookie",
-    b"set-cookie", b"content-type", b"content-encoding", b"content-range",
+    b"host",
+    b"content-length",
+    b"transfer-encoding",
+    b"trailer",
+    b"te",
+    b"connection",
+    b"keep-alive",
+    b"upgrade",
+    b"proxy-connection",
+    b"expect",
+    b"max-forwards",
+    b"range",
+    b"if-match",
+    b"if-none-match",
+    b"if-modified-since",
+    b"if-unmodified-since",
+    b"if-range",
+    b"cache-control",
+    b"pragma",
+    b"authorization",
+    b"proxy-authorization",
+    b"cookie",
+    b"set-cookie",
+    b"content-type",
+    b"content-encoding",
+    b"content-range",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

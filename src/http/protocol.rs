@@ -80,7 +80,15 @@ impl HttpProtocol {
     /// rest of the stream cannot be trusted).
     /// `scope`: the request refused before it got one (a 503), for the access log, and
     /// `head_method` whether that one is a HEAD (the reply to a HEAD has no body).
-    pub fn reject(&self, py: Python<'_>, c: &mut Conn, why: Reject, scope: Option<Py<PyAny>>, head_method: bool, acts: &mut Vec<Act>) {
+    pub fn reject(
+        &self,
+        py: Python<'_>,
+        c: &mut Conn,
+        why: Reject,
+        scope: Option<Py<PyAny>>,
+        head_method: bool,
+        acts: &mut Vec<Act>,
+    ) {
         let status = why.status();
         let extra = match why {
             Reject::Upgrade { field, .. } => field,
@@ -90,15 +98,24 @@ impl HttpProtocol {
         let response_started = c.req.as_ref().is_some_and(|r| r.writing.head_written());
         if !response_started {
             let head_method = c.req.as_ref().map_or(head_method, |r| r.head_method);
-            acts.push(Act::Write(simple_response(status, head_method, state.date_header, state.server_header.as_deref(), extra)));
+            acts.push(Act::Write(simple_response(
+                status,
+                head_method,
+                state.date_header,
+                state.server_header.as_deref(),
+                extra,
+            )));
             if state.access_log.is_some() {
                 let size = if head_method { 0 } else { reason(status).len() as u64 };
                 let line = match c.req.as_mut() {
-                    Some(req) => req.log.take().map(|s| Act::AccessLog(Some(s), None, status, size, monotonic() - req.start)),
+                    Some(req) => {
+                        req.log.take().map(|s| Act::AccessLog(Some(s), None, status, size, monotonic() - req.start))
+                    }
                     None => {
                         // The head has been arriving since the header timer was set.
                         let now = coarse_monotonic();
-                        let began = if c.timer_kind == TimerKind::Header { c.deadline - state.timeout_header } else { now };
+                        let began =
+                            if c.timer_kind == TimerKind::Header { c.deadline - state.timeout_header } else { now };
                         let client = c.client.as_ref().map(|cl| cl.clone_ref(py));
                         Some(Act::AccessLog(scope, client, status, size, now - began))
                     }
@@ -136,11 +153,17 @@ impl HttpProtocol {
                 let end = match find_head_end(&c.rbuf, &state.limits) {
                     Ok(Some(end)) => end,
                     Ok(None) => return Ok(()),
-                    Err(r) => return Ok(self.reject(py, c, r, None, false, acts)),
+                    Err(r) => {
+                        self.reject(py, c, r, None, false, acts);
+                        return Ok(());
+                    }
                 };
                 let head = match parse_head(&c.rbuf, end, &state.limits) {
                     Ok(h) => h,
-                    Err(r) => return Ok(self.reject(py, c, r, None, false, acts)),
+                    Err(r) => {
+                        self.reject(py, c, r, None, false, acts);
+                        return Ok(());
+                    }
                 };
                 if state.shutting_down.load(Ordering::Relaxed) && c.gen > 0 {
                     c.close_after();
@@ -155,11 +178,15 @@ impl HttpProtocol {
                 let head_method = &c.rbuf[head.method.clone()] == b"HEAD";
                 let served = match state.dispatch.request(py, c, &head) {
                     Ok(r) => r,
-                    Err(r) => return Ok(self.reject(py, c, r, None, head_method, acts)),
+                    Err(r) => {
+                        self.reject(py, c, r, None, head_method, acts);
+                        return Ok(());
+                    }
                 };
                 let request = served.request;
                 if running >= state.limit_concurrency {
-                    return Ok(self.reject(py, c, Reject::Unavailable, Some(request), head_method, acts));
+                    self.reject(py, c, Reject::Unavailable, Some(request), head_method, acts);
+                    return Ok(());
                 }
                 c.gen += 1;
                 let body = match head.framing {
@@ -298,7 +325,6 @@ impl HttpProtocol {
         }
     }
 }
-
 
 /// Seconds a connection that has not sent its first request yet gets on graceful shutdown.
 const FIRST_REQUEST_GRACE: f64 = 1.0;

@@ -21,12 +21,23 @@ const COPY_LIMIT: usize = 16 * 1024;
 
 /// A part of the response.
 pub enum Part<'py> {
-    Head { head: ResponseHead, trailers: bool },
-    Body { body: Bound<'py, PyBytes>, more: bool },
+    Head {
+        head: ResponseHead,
+        trailers: bool,
+    },
+    Body {
+        body: Bound<'py, PyBytes>,
+        more: bool,
+    },
     /// Serialized trailer fields.
-    Trailers { fields: Vec<u8>, more: bool },
+    Trailers {
+        fields: Vec<u8>,
+        more: bool,
+    },
     /// A file of this size is the body (the interface sends it, then calls `file_sent`).
-    File { size: u64 },
+    File {
+        size: u64,
+    },
 }
 
 /// A part the response cannot take where it stands.
@@ -90,7 +101,14 @@ impl HttpProtocol {
     }
 
     /// `Ok(Some(size))`: a file of that size is to be sent.
-    fn take_part(&self, py: Python<'_>, c: &mut Conn, gen: u64, part: Part<'_>, acts: &mut Vec<Act>) -> PyResult<Result<Option<u64>, RespondError>> {
+    fn take_part(
+        &self,
+        py: Python<'_>,
+        c: &mut Conn,
+        gen: u64,
+        part: Part<'_>,
+        acts: &mut Vec<Act>,
+    ) -> PyResult<Result<Option<u64>, RespondError>> {
         if c.lost() {
             return Ok(Err(RespondError::Gone));
         }
@@ -123,12 +141,18 @@ impl HttpProtocol {
                         false
                     }
                     w => {
-                        let e = if matches!(w, Writing::Init) { RespondError::NotStarted } else { RespondError::BodyComplete };
+                        let e = if matches!(w, Writing::Init) {
+                            RespondError::NotStarted
+                        } else {
+                            RespondError::BodyComplete
+                        };
                         req.writing = w;
                         return Ok(Err(e));
                     }
                 };
-                let Writing::Body { encoder, trailers } = &mut req.writing else { return Ok(Err(RespondError::NotStarted)) };
+                let Writing::Body { encoder, trailers } = &mut req.writing else {
+                    return Ok(Err(RespondError::NotStarted));
+                };
                 let (trailers, mut big, mut tail) = (*trailers, None, Vec::new());
                 match encoder.chunk(data.len(), &mut out) {
                     // Nothing of this part goes out: the connection closes. If nothing went
@@ -140,7 +164,13 @@ impl HttpProtocol {
                         if fresh {
                             req.status = 500;
                             req.sent = if req.head_method { 0 } else { reason(500).len() as u64 };
-                            acts.push(Act::Write(simple_response(500, req.head_method, state.date_header, state.server_header.as_deref(), b"")));
+                            acts.push(Act::Write(simple_response(
+                                500,
+                                req.head_method,
+                                state.date_header,
+                                state.server_header.as_deref(),
+                                b"",
+                            )));
                         }
                     }
                     Ok(framed) => {
@@ -194,7 +224,9 @@ impl HttpProtocol {
                 }
             }
             Part::Trailers { fields: more_fields, more } => {
-                let Writing::Trailers { encoder, fields } = &mut req.writing else { return Ok(Err(RespondError::NoTrailers)) };
+                let Writing::Trailers { encoder, fields } = &mut req.writing else {
+                    return Ok(Err(RespondError::NoTrailers));
+                };
                 fields.extend_from_slice(&more_fields);
                 if !more {
                     let mut out = Vec::new();
@@ -254,13 +286,20 @@ impl HttpProtocol {
     }
 
     /// Write the head's framing and end; the encoder for its body.
-    fn close_head(&self, req: &mut super::conn::Request, head: ResponseHead, whole: Option<u64>, out: &mut Vec<u8>) -> Encoder {
+    fn close_head(
+        &self,
+        req: &mut super::conn::Request,
+        head: ResponseHead,
+        whole: Option<u64>,
+        out: &mut Vec<u8>,
+    ) -> Encoder {
         if req.expect == Expect::Waiting && !req.reading.is_read() {
             // The client waits for a 100 that a final response rules out: its body may never
             // come, so the connection cannot be reused. Say so (RFC 9110 §10.1.1).
             req.keep_alive = false;
         }
-        let framing = Framing { status: head.status, head_method: req.head_method, minor: req.minor, length: head.length };
+        let framing =
+            Framing { status: head.status, head_method: req.head_method, minor: req.minor, length: head.length };
         *out = head.bytes;
         frame_head(out, &framing, whole, &mut req.keep_alive)
     }
@@ -332,7 +371,13 @@ impl HttpProtocol {
     /// The application of request `gen` returned, or raised `exc`. `disconnected`: `exc`
     /// is the error the interface raised because the client left (not logged once the
     /// response is complete).
-    pub fn app_finished(slf: &Bound<'_, Self>, gen: u64, exc: Option<Py<PyAny>>, disconnected: bool, words: &AppEnd) -> PyResult<()> {
+    pub fn app_finished(
+        slf: &Bound<'_, Self>,
+        gen: u64,
+        exc: Option<Py<PyAny>>,
+        disconnected: bool,
+        words: &AppEnd,
+    ) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         let state = this.state.get();
@@ -357,7 +402,13 @@ impl HttpProtocol {
                     }
                     let head_written = req.writing.head_written();
                     if !head_written && !lost {
-                        acts.push(Act::Write(simple_response(500, req.head_method, state.date_header, state.server_header.as_deref(), b"")));
+                        acts.push(Act::Write(simple_response(
+                            500,
+                            req.head_method,
+                            state.date_header,
+                            state.server_header.as_deref(),
+                            b"",
+                        )));
                     }
                     // The request gets its access-log line even though its response is a 500
                     // or was cut short (not when the client left before anything was sent).

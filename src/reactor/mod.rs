@@ -11,9 +11,9 @@ mod spin;
 use mio::event::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token};
+use spin::{yield_cpu, SignalsHeld, SpinWindow};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use spin::{yield_cpu, SignalsHeld, SpinWindow};
 use std::time::{Duration, Instant};
 
 pub const WAKER_TOKEN: Token = Token(usize::MAX);
@@ -153,7 +153,11 @@ fn set_timerfd(fd: &OwnedFd, at: (i64, i64)) -> io::Result<()> {
     };
     // SAFETY: a valid timerfd and a valid itimerspec; the old value is not asked for.
     let r = unsafe { libc::timerfd_settime(fd.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// What one event says about a descriptor.
@@ -192,26 +196,17 @@ pub fn modify(registry: &Registry, fd: RawFd, interest: Interest) -> io::Result<
     registry.reregister(&mut SourceFd(&fd), Token(fd as usize), interest)
 }
 
-pub fn update(
-    registry: &Registry,
-    fd: RawFd,
-    old: Option<Interest>,
-    new: Option<Interest>,
-) -> io::Result<()> {
+pub fn update(registry: &Registry, fd: RawFd, old: Option<Interest>, new: Option<Interest>) -> io::Result<()> {
     let token = Token(fd as usize);
     match (old, new) {
         (None, Some(i)) => match registry.register(&mut SourceFd(&fd), token, i) {
             // Left registered by a closed-and-reused descriptor we never saw removed.
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                registry.reregister(&mut SourceFd(&fd), token, i)
-            }
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => registry.reregister(&mut SourceFd(&fd), token, i),
             r => r,
         },
         (Some(_), Some(i)) => match registry.reregister(&mut SourceFd(&fd), token, i) {
             // The fd was closed (which drops it from epoll) and its number reused.
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                registry.register(&mut SourceFd(&fd), token, i)
-            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => registry.register(&mut SourceFd(&fd), token, i),
             r => r,
         },
         (Some(_), None) => {
@@ -226,9 +221,9 @@ pub fn update(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::net::UnixStream;
-    use std::os::fd::AsRawFd;
     use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
 
     #[test]
     fn level_semantics_through_rearm() {
@@ -239,14 +234,20 @@ mod tests {
         update(&registry, fd, None, interest(true, false)).unwrap();
         a.write_all(b"x").unwrap();
         poller.poll(Some(Duration::from_millis(100))).unwrap();
-        assert_eq!(poller.ready().map(|(f, r)| (f, r.readable, r.writable)).collect::<Vec<_>>(), vec![(fd, true, false)]);
+        assert_eq!(
+            poller.ready().map(|(f, r)| (f, r.readable, r.writable)).collect::<Vec<_>>(),
+            vec![(fd, true, false)]
+        );
         // Not drained: edge-triggered epoll stays silent...
         poller.poll(Some(Duration::ZERO)).unwrap();
         assert_eq!(poller.ready().count(), 0);
         // ...until re-armed.
         update(&registry, fd, interest(true, false), interest(true, false)).unwrap();
         poller.poll(Some(Duration::ZERO)).unwrap();
-        assert_eq!(poller.ready().map(|(f, r)| (f, r.readable, r.writable)).collect::<Vec<_>>(), vec![(fd, true, false)]);
+        assert_eq!(
+            poller.ready().map(|(f, r)| (f, r.readable, r.writable)).collect::<Vec<_>>(),
+            vec![(fd, true, false)]
+        );
     }
 
     #[test]

@@ -223,8 +223,8 @@ impl FutureCore {
             exc
         };
         // SAFETY: a new reference or null.
-        let tb = unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyException_GetTraceback(exc.as_ptr())) }
-            .map(Bound::unbind);
+        let tb =
+            unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyException_GetTraceback(exc.as_ptr())) }.map(Bound::unbind);
         {
             let mut f = self.f.lock(py)?;
             let cold = f.cold();
@@ -514,7 +514,9 @@ impl FutureCore {
     pub(crate) unsafe fn traverse(&self, visit: ffi::visitproc, arg: *mut c_void) -> std::ffi::c_int {
         let py = unsafe { Python::assume_attached() };
         let Some(f) = self.f.try_lock(py) else { return 0 };
-        let one = |o: Option<&Py<PyAny>>| unsafe { pytype::visit_ptr(o.map_or(std::ptr::null_mut(), |o| o.as_ptr()), visit, arg) };
+        let one = |o: Option<&Py<PyAny>>| unsafe {
+            pytype::visit_ptr(o.map_or(std::ptr::null_mut(), |o| o.as_ptr()), visit, arg)
+        };
         macro_rules! visit {
             ($e:expr) => {
                 let r = $e;

@@ -3,7 +3,9 @@
 //! be inherited from it) and overrides a few (`task_api`).
 
 use super::future::{FutState, FutureCore};
-use super::pytype::{self, catch, catch_obj, catch_unraisable, getset, method_kw, method_noargs, method_o, parse, slot};
+use super::pytype::{
+    self, catch, catch_obj, catch_unraisable, getset, method_kw, method_noargs, method_o, parse, slot,
+};
 use super::{future_core, globals, task_core};
 use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -239,7 +241,11 @@ fn send_turn<'py>(this: &Bound<'py, PyAny>) -> PyResult<Result<Bound<'py, PyAny>
     }
 }
 
-unsafe extern "C" fn am_send(obj: *mut ffi::PyObject, _arg: *mut ffi::PyObject, out: *mut *mut ffi::PyObject) -> ffi::PySendResult {
+unsafe extern "C" fn am_send(
+    obj: *mut ffi::PyObject,
+    _arg: *mut ffi::PyObject,
+    out: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
     unsafe {
         catch(ffi::PySendResult::PYGEN_ERROR, |py| {
             Ok(match send_turn(&this(py, obj))? {
@@ -534,9 +540,7 @@ getter!(get_state, |py, this| {
     .into_any())
 });
 
-getter!(get_loop_attr, |py, this| {
-    Ok(core(&this)?.lp(py).map_or_else(|_| py.None(), |l| l.into_any()))
-});
+getter!(get_loop_attr, |py, this| Ok(core(&this)?.lp(py).map_or_else(|_| py.None(), |l| l.into_any())));
 
 getter!(get_callbacks, |py, this| core(&this)?.callbacks_list(py));
 
@@ -587,9 +591,7 @@ unsafe extern "C" fn get_class(obj: *mut ffi::PyObject, _closure: *mut c_void) -
 unsafe extern "C" fn set_class(_obj: *mut ffi::PyObject, _v: *mut ffi::PyObject, _closure: *mut c_void) -> c_int {
     unsafe {
         catch(-1, |_py| {
-            Err(PyTypeError::new_err(
-                "__class__ assignment only supported for mutable types or ModuleType subclasses",
-            ))
+            Err(PyTypeError::new_err("__class__ assignment only supported for mutable types or ModuleType subclasses"))
         })
     }
 }

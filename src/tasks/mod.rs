@@ -22,9 +22,9 @@ mod task_api;
 pub(crate) use future::FutureCore;
 pub(crate) use task::{StepArg, TaskCore, TaskRef};
 
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
-use pyo3::ffi;
 use pytype::NativeType;
 use std::sync::OnceLock;
 
@@ -211,7 +211,11 @@ pub(crate) fn is_done(fut: &Bound<'_, PyAny>) -> PyResult<bool> {
 fn plain_future_core<'a>(fut: &'a Bound<'_, PyAny>) -> Option<&'a FutureCore> {
     // SAFETY: reading the type of a live object.
     let ty = unsafe { ffi::Py_TYPE(fut.as_ptr()) };
-    if globals().is_future_type(ty) { future_core(fut) } else { None }
+    if globals().is_future_type(ty) {
+        future_core(fut)
+    } else {
+        None
+    }
 }
 
 /// `fut.set_result(value)`, without a method call for a native future.

@@ -10,11 +10,11 @@
 //! an unbound base-class method refuses the object with a `TypeError` rather than
 //! silently doing nothing.
 
-use pyo3::exceptions::{PyTypeError, PySystemError};
+use pyo3::exceptions::{PySystemError, PyTypeError};
+use pyo3::ffi;
 use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
-use pyo3::ffi;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
@@ -118,13 +118,7 @@ pub(crate) fn method_table(mut defs: Vec<ffi::PyMethodDef>) -> *mut c_void {
 
 /// A null-terminated getset table that lives for the rest of the process.
 pub(crate) fn getset_table(mut defs: Vec<ffi::PyGetSetDef>) -> *mut c_void {
-    defs.push(ffi::PyGetSetDef {
-        name: ptr::null(),
-        get: None,
-        set: None,
-        doc: ptr::null(),
-        closure: ptr::null_mut(),
-    });
+    defs.push(ffi::PyGetSetDef { name: ptr::null(), get: None, set: None, doc: ptr::null(), closure: ptr::null_mut() });
     Box::leak(defs.into_boxed_slice()).as_mut_ptr().cast()
 }
 
@@ -269,6 +263,8 @@ pub(crate) unsafe fn arg<'a, 'py>(py: Python<'py>, ptr: *mut ffi::PyObject) -> B
 ///
 /// # Safety
 /// `args`, `nargs` and `kwnames` must be what the interpreter passed to the method.
+// The vectorcall convention's arguments, passed on as they came.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn parse<'a, 'py, const N: usize>(
     py: Python<'py>,
     fname: &str,
@@ -319,15 +315,9 @@ pub(crate) unsafe fn parse<'a, 'py, const N: usize>(
                     out[i] = Some(unsafe { arg(py, *args.add(nargs + k)) });
                 }
                 _ if py.version_info() >= (3, 13) => {
-                    return Err(PyTypeError::new_err(format!(
-                        "{fname}() got an unexpected keyword argument '{key}'"
-                    )))
+                    return Err(PyTypeError::new_err(format!("{fname}() got an unexpected keyword argument '{key}'")))
                 }
-                _ => {
-                    return Err(PyTypeError::new_err(format!(
-                        "'{key}' is an invalid keyword argument for {fname}()"
-                    )))
-                }
+                _ => return Err(PyTypeError::new_err(format!("'{key}' is an invalid keyword argument for {fname}()"))),
             }
         }
     }

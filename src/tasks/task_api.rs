@@ -1,12 +1,12 @@
 //! The Python face of the native `Task`: the future's methods and attributes (a task
 //! overrides `cancel`, `set_result` and `set_exception`) and the task's own.
 
-use super::future_api::{self, boolean, getter, none, noargs, onearg, setter};
+use super::future_api::{self, boolean, getter, noargs, none, onearg, setter};
 use super::pytype::{self, catch, catch_obj, getset, method_kw, method_noargs, method_o, parse};
 use super::{globals, task_core, FutureCore, TaskCore, TaskRef};
 use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyTypeError};
-use pyo3::prelude::*;
 use pyo3::ffi;
+use pyo3::prelude::*;
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 

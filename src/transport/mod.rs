@@ -7,10 +7,10 @@ pub mod stream;
 pub mod tls;
 pub mod write_buffer;
 
-use pyo3::prelude::*;
-use pyo3::{intern, PyTraverseError, PyVisit};
 use crate::reactor::Readiness;
 use datagram::DatagramCore;
+use pyo3::prelude::*;
+use pyo3::{intern, PyTraverseError, PyVisit};
 use stream::StreamCore;
 
 /// An object that owns a descriptor registered with the loop and is called directly when it
@@ -82,9 +82,7 @@ pub fn flow_limits(high: Option<i64>, low: Option<i64>, default_high: i64) -> Py
     // Python's floor division (high=-1 gives low=-1, as in the stdlib's message).
     let lo = low.unwrap_or(hi.div_euclid(4));
     if !(hi >= lo && lo >= 0) {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "high ({hi}) must be >= low ({lo}) must be >= 0"
-        )));
+        return Err(pyo3::exceptions::PyValueError::new_err(format!("high ({hi}) must be >= low ({lo}) must be >= 0")));
     }
     Ok((hi as usize, lo as usize))
 }

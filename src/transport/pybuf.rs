@@ -173,4 +173,3 @@ pub fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> PyResult<
     let view = View::readable(data)?;
     f(view.as_slice())
 }
-

@@ -106,10 +106,7 @@ where
         return None;
     }
     header_values.into_iter().find_map(|value| {
-        let mut cursor = Cursor {
-            bytes: value.as_ref(),
-            pos: 0,
-        };
+        let mut cursor = Cursor { bytes: value.as_ref(), pos: 0 };
         std::iter::from_fn(|| cursor.next_element())
             .find_map(|element| element.and_then(|offer| accept(&offer, config)))
     })
@@ -180,19 +177,14 @@ fn parse_window_bits(value: &[u8]) -> Option<u8> {
 
 /// The server's answer to an offer, or `None` to decline it.
 fn accept(offer: &Offer, config: &ServerConfig) -> Option<(Negotiated, String)> {
-    let preferred_server_bits = config
-        .server_max_window_bits
-        .clamp(MIN_DEFLATE_WINDOW_BITS, MAX_WINDOW_BITS);
+    let preferred_server_bits = config.server_max_window_bits.clamp(MIN_DEFLATE_WINDOW_BITS, MAX_WINDOW_BITS);
     // The server may always use a smaller window than the client allows (§7.1.2.1).
-    let server_max_window_bits = offer
-        .server_max_window_bits
-        .map_or(preferred_server_bits, |allowed| allowed.min(preferred_server_bits));
+    let server_max_window_bits =
+        offer.server_max_window_bits.map_or(preferred_server_bits, |allowed| allowed.min(preferred_server_bits));
     if server_max_window_bits < MIN_DEFLATE_WINDOW_BITS {
         return None;
     }
-    let preferred_client_bits = config
-        .client_max_window_bits
-        .clamp(MIN_DEFLATE_WINDOW_BITS, MAX_WINDOW_BITS);
+    let preferred_client_bits = config.client_max_window_bits.clamp(MIN_DEFLATE_WINDOW_BITS, MAX_WINDOW_BITS);
     // Only a client that offered client_max_window_bits may be told its window (§7.1.2.2).
     let client_max_window_bits = match offer.client_max_window_bits {
         None => None,
@@ -361,9 +353,7 @@ impl Deflater {
     /// Nothing is allocated until the first message.
     pub fn new(negotiated: &Negotiated) -> Self {
         Deflater {
-            window_bits: negotiated
-                .server_max_window_bits
-                .clamp(MIN_DEFLATE_WINDOW_BITS, MAX_WINDOW_BITS),
+            window_bits: negotiated.server_max_window_bits.clamp(MIN_DEFLATE_WINDOW_BITS, MAX_WINDOW_BITS),
             no_context_takeover: negotiated.server_no_context_takeover,
             compressor: None,
         }
@@ -373,11 +363,7 @@ impl Deflater {
     /// server send any message uncompressed, RSV1 clear; that message then stays out of the
     /// compression context on both sides).
     pub fn worth_compressing(&self, len: usize) -> bool {
-        let threshold = if self.no_context_takeover {
-            MIN_WORTHWHILE_FRESH
-        } else {
-            MIN_WORTHWHILE_TAKEOVER
-        };
+        let threshold = if self.no_context_takeover { MIN_WORTHWHILE_FRESH } else { MIN_WORTHWHILE_TAKEOVER };
         len >= threshold
     }
 
@@ -413,9 +399,7 @@ fn sync_flush(compressor: &mut Compress, data: &[u8], out: &mut Vec<u8>) -> Opti
     loop {
         let consumed = usize::try_from(compressor.total_in() - start_in).ok()?;
         let (in_before, out_before) = (compressor.total_in(), compressor.total_out());
-        compressor
-            .compress_vec(data.get(consumed..)?, out, FlushCompress::Sync)
-            .ok()?;
+        compressor.compress_vec(data.get(consumed..)?, out, FlushCompress::Sync).ok()?;
         let all_consumed = usize::try_from(compressor.total_in() - start_in).ok()? == data.len();
         // zlib's contract: the flush is complete once it returns with output space left.
         if all_consumed && out.len() < out.capacity() {
@@ -460,9 +444,7 @@ impl Inflater {
     pub fn new(negotiated: &Negotiated) -> Self {
         Inflater {
             // A window larger than the client's is harmless, and flate2 takes 9 at least.
-            window_bits: negotiated
-                .client_max_window_bits
-                .clamp(MIN_DEFLATE_WINDOW_BITS, MAX_WINDOW_BITS),
+            window_bits: negotiated.client_max_window_bits.clamp(MIN_DEFLATE_WINDOW_BITS, MAX_WINDOW_BITS),
             no_context_takeover: negotiated.client_no_context_takeover,
             decompressor: None,
             stream_ended: false,
@@ -477,9 +459,8 @@ impl Inflater {
             return Ok(());
         }
         let window_bits = self.window_bits;
-        let decompressor = self
-            .decompressor
-            .get_or_insert_with(|| Decompress::new_with_window_bits(false, window_bits));
+        let decompressor =
+            self.decompressor.get_or_insert_with(|| Decompress::new_with_window_bits(false, window_bits));
         let mut ended = inflate_bounded(decompressor, input, limit, out)?;
         if fin && !ended {
             ended = inflate_bounded(decompressor, &FLUSH_TAIL, limit, out)?;

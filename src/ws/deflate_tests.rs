@@ -79,11 +79,7 @@ fn bomb(size: usize) -> Vec<u8> {
     while remaining > 0 {
         let chunk = &zeros[..remaining.min(zeros.len())];
         remaining -= chunk.len();
-        let flush = if remaining == 0 {
-            FlushCompress::Sync
-        } else {
-            FlushCompress::None
-        };
+        let flush = if remaining == 0 { FlushCompress::Sync } else { FlushCompress::None };
         let start = compressor.total_in();
         loop {
             let done = (compressor.total_in() - start) as usize;
@@ -110,24 +106,15 @@ fn plain_offer_gets_the_smaller_server_window() {
 #[test]
 fn chromium_offer() {
     let offer = "permessage-deflate; client_max_window_bits";
-    assert_eq!(
-        response(offer).unwrap(),
-        "permessage-deflate; server_max_window_bits=12"
-    );
+    assert_eq!(response(offer).unwrap(), "permessage-deflate; server_max_window_bits=12");
     assert_eq!(accepted(offer), negotiated(12, 15, false));
 }
 
 #[test]
 fn chromium_offer_with_a_client_window_configured() {
-    let config = ServerConfig {
-        client_max_window_bits: 12,
-        ..default_config()
-    };
+    let config = ServerConfig { client_max_window_bits: 12, ..default_config() };
     let (agreed, response) = negotiate(["permessage-deflate; client_max_window_bits"], &config).unwrap();
-    assert_eq!(
-        response,
-        "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12"
-    );
+    assert_eq!(response, "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12");
     assert_eq!(agreed, negotiated(12, 12, false));
 }
 
@@ -141,10 +128,7 @@ fn python_websockets_client_offers() {
     );
     let offer = "permessage-deflate; server_no_context_takeover; server_max_window_bits=10; client_max_window_bits";
     let (agreed, response) = negotiate([offer], &default_config()).unwrap();
-    assert_eq!(
-        response,
-        "permessage-deflate; server_no_context_takeover; server_max_window_bits=10"
-    );
+    assert_eq!(response, "permessage-deflate; server_no_context_takeover; server_max_window_bits=10");
     assert_eq!(
         agreed,
         Negotiated {
@@ -159,27 +143,18 @@ fn python_websockets_client_offers() {
 #[test]
 fn context_takeover_parameters_are_echoed() {
     let (agreed, response) = negotiate(["permessage-deflate; server_no_context_takeover"], &default_config()).unwrap();
-    assert_eq!(
-        response,
-        "permessage-deflate; server_no_context_takeover; server_max_window_bits=12"
-    );
+    assert_eq!(response, "permessage-deflate; server_no_context_takeover; server_max_window_bits=12");
     assert!(agreed.server_no_context_takeover && !agreed.client_no_context_takeover);
 
     let (agreed, response) = negotiate(["permessage-deflate; client_no_context_takeover"], &default_config()).unwrap();
-    assert_eq!(
-        response,
-        "permessage-deflate; client_no_context_takeover; server_max_window_bits=12"
-    );
+    assert_eq!(response, "permessage-deflate; client_no_context_takeover; server_max_window_bits=12");
     assert!(!agreed.server_no_context_takeover && agreed.client_no_context_takeover);
 }
 
 #[test]
 fn configured_no_context_takeover_is_announced_unasked() {
-    let config = ServerConfig {
-        server_no_context_takeover: true,
-        client_no_context_takeover: true,
-        ..default_config()
-    };
+    let config =
+        ServerConfig { server_no_context_takeover: true, client_no_context_takeover: true, ..default_config() };
     let (agreed, response) = negotiate(["permessage-deflate"], &config).unwrap();
     assert_eq!(
         response,
@@ -190,18 +165,12 @@ fn configured_no_context_takeover_is_announced_unasked() {
 
 #[test]
 fn server_window_is_the_smaller_of_offer_and_config() {
-    assert_eq!(
-        accepted("permessage-deflate; server_max_window_bits=10").server_max_window_bits,
-        10
-    );
+    assert_eq!(accepted("permessage-deflate; server_max_window_bits=10").server_max_window_bits, 10);
     assert_eq!(
         response("permessage-deflate; server_max_window_bits=10").unwrap(),
         "permessage-deflate; server_max_window_bits=10"
     );
-    assert_eq!(
-        accepted("permessage-deflate; server_max_window_bits=9").server_max_window_bits,
-        9
-    );
+    assert_eq!(accepted("permessage-deflate; server_max_window_bits=9").server_max_window_bits, 9);
     // Offered 15: echoed (required when offered) with the server's smaller value.
     assert_eq!(
         response("permessage-deflate; server_max_window_bits=15").unwrap(),
@@ -211,14 +180,8 @@ fn server_window_is_the_smaller_of_offer_and_config() {
 
 #[test]
 fn server_window_15_is_sent_only_when_offered() {
-    let config = ServerConfig {
-        server_max_window_bits: 15,
-        ..default_config()
-    };
-    assert_eq!(
-        response_with("permessage-deflate", &config).unwrap(),
-        "permessage-deflate"
-    );
+    let config = ServerConfig { server_max_window_bits: 15, ..default_config() };
+    assert_eq!(response_with("permessage-deflate", &config).unwrap(), "permessage-deflate");
     assert_eq!(
         response_with("permessage-deflate; server_max_window_bits=15", &config).unwrap(),
         "permessage-deflate; server_max_window_bits=15"
@@ -229,45 +192,27 @@ fn server_window_15_is_sent_only_when_offered() {
 fn server_window_8_is_declined_and_the_next_offer_taken() {
     assert_eq!(response("permessage-deflate; server_max_window_bits=8"), None);
     let offers = "permessage-deflate; server_max_window_bits=8, permessage-deflate; server_max_window_bits=9";
-    assert_eq!(
-        response(offers).unwrap(),
-        "permessage-deflate; server_max_window_bits=9"
-    );
+    assert_eq!(response(offers).unwrap(), "permessage-deflate; server_max_window_bits=9");
 }
 
 #[test]
 fn client_window_with_a_value_is_bounded_and_echoed() {
     let (agreed, response) = negotiate(["permessage-deflate; client_max_window_bits=10"], &default_config()).unwrap();
-    assert_eq!(
-        response,
-        "permessage-deflate; server_max_window_bits=12; client_max_window_bits=10"
-    );
+    assert_eq!(response, "permessage-deflate; server_max_window_bits=12; client_max_window_bits=10");
     assert_eq!(agreed.client_max_window_bits, 10);
 
-    let config12 = ServerConfig {
-        client_max_window_bits: 12,
-        ..default_config()
-    };
+    let config12 = ServerConfig { client_max_window_bits: 12, ..default_config() };
     let (agreed, response) = negotiate(["permessage-deflate; client_max_window_bits=14"], &config12).unwrap();
-    assert_eq!(
-        response,
-        "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12"
-    );
+    assert_eq!(response, "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12");
     assert_eq!(agreed.client_max_window_bits, 12);
 
     // 8 is a valid client window: the client deflates with 8 and we inflate with 9.
-    assert_eq!(
-        accepted("permessage-deflate; client_max_window_bits=8").client_max_window_bits,
-        8
-    );
+    assert_eq!(accepted("permessage-deflate; client_max_window_bits=8").client_max_window_bits, 8);
 }
 
 #[test]
 fn client_window_is_never_sent_unless_offered() {
-    let config = ServerConfig {
-        client_max_window_bits: 10,
-        ..default_config()
-    };
+    let config = ServerConfig { client_max_window_bits: 10, ..default_config() };
     let (agreed, response) = negotiate(["permessage-deflate"], &config).unwrap();
     assert_eq!(response, "permessage-deflate; server_max_window_bits=12");
     assert_eq!(agreed.client_max_window_bits, 15);
@@ -334,18 +279,9 @@ fn other_extensions_are_skipped() {
 
 #[test]
 fn quoted_values() {
-    assert_eq!(
-        accepted("permessage-deflate; server_max_window_bits=\"10\"").server_max_window_bits,
-        10
-    );
-    assert_eq!(
-        accepted("permessage-deflate; server_max_window_bits=\"1\\0\"").server_max_window_bits,
-        10
-    );
-    assert_eq!(
-        accepted("permessage-deflate; client_max_window_bits=\"9\"").client_max_window_bits,
-        9
-    );
+    assert_eq!(accepted("permessage-deflate; server_max_window_bits=\"10\"").server_max_window_bits, 10);
+    assert_eq!(accepted("permessage-deflate; server_max_window_bits=\"1\\0\"").server_max_window_bits, 10);
+    assert_eq!(accepted("permessage-deflate; client_max_window_bits=\"9\"").client_max_window_bits, 9);
     // Unescaped, a quoted value must still be a token, and then a valid value.
     assert_eq!(response("permessage-deflate; server_max_window_bits=\"1 0\""), None);
     assert_eq!(response("permessage-deflate; server_max_window_bits=\"16\""), None);
@@ -355,16 +291,10 @@ fn quoted_values() {
 #[test]
 fn quoted_commas_and_semicolons_do_not_split_offers() {
     let header = "foo; bar=\"a,permessage-deflate;x\", permessage-deflate; server_max_window_bits=9";
-    assert_eq!(
-        response(header).unwrap(),
-        "permessage-deflate; server_max_window_bits=9"
-    );
+    assert_eq!(response(header).unwrap(), "permessage-deflate; server_max_window_bits=9");
     // The same inside a declined offer, with an escaped quote.
     let header = "permessage-deflate; x=\"\\\",permessage-deflate\", permessage-deflate; server_max_window_bits=10";
-    assert_eq!(
-        response(header).unwrap(),
-        "permessage-deflate; server_max_window_bits=10"
-    );
+    assert_eq!(response(header).unwrap(), "permessage-deflate; server_max_window_bits=10");
 }
 
 #[test]
@@ -375,10 +305,7 @@ fn fallback_across_offers_and_header_fields() {
         b"x-custom, permessage-deflate; client_no_context_takeover, permessage-deflate",
     ];
     let (agreed, response) = negotiate(fields, &default_config()).unwrap();
-    assert_eq!(
-        response,
-        "permessage-deflate; client_no_context_takeover; server_max_window_bits=12"
-    );
+    assert_eq!(response, "permessage-deflate; client_no_context_takeover; server_max_window_bits=12");
     assert!(agreed.client_no_context_takeover);
     assert_eq!(negotiate(Vec::<Vec<u8>>::new(), &default_config()), None);
     assert_eq!(negotiate([""], &default_config()), None);
@@ -386,31 +313,16 @@ fn fallback_across_offers_and_header_fields() {
 
 #[test]
 fn disabled_config_declines_everything() {
-    let config = ServerConfig {
-        enabled: false,
-        ..default_config()
-    };
+    let config = ServerConfig { enabled: false, ..default_config() };
     assert_eq!(response_with("permessage-deflate", &config), None);
 }
 
 #[test]
 fn names_are_case_insensitive_and_whitespace_is_optional() {
-    assert_eq!(
-        accepted("PerMessage-Deflate; Server_Max_Window_Bits=10").server_max_window_bits,
-        10
-    );
-    assert_eq!(
-        accepted("permessage-deflate;server_max_window_bits=10").server_max_window_bits,
-        10
-    );
-    assert_eq!(
-        accepted("  permessage-deflate \t; server_max_window_bits = 10 , ").server_max_window_bits,
-        10
-    );
-    assert_eq!(
-        accepted(" , ,permessage-deflate; server_max_window_bits=11").server_max_window_bits,
-        11
-    );
+    assert_eq!(accepted("PerMessage-Deflate; Server_Max_Window_Bits=10").server_max_window_bits, 10);
+    assert_eq!(accepted("permessage-deflate;server_max_window_bits=10").server_max_window_bits, 10);
+    assert_eq!(accepted("  permessage-deflate \t; server_max_window_bits = 10 , ").server_max_window_bits, 10);
+    assert_eq!(accepted(" , ,permessage-deflate; server_max_window_bits=11").server_max_window_bits, 11);
 }
 
 #[test]
@@ -432,12 +344,7 @@ fn malformed_headers_are_declined_without_panicking() {
         b"\x00\x01\x02",
     ];
     for header in declined {
-        assert_eq!(
-            negotiate([header], &default_config()),
-            None,
-            "{}",
-            String::from_utf8_lossy(header)
-        );
+        assert_eq!(negotiate([header], &default_config()), None, "{}", String::from_utf8_lossy(header));
     }
     // A malformed element does not hide the next one.
     assert_eq!(
@@ -448,26 +355,12 @@ fn malformed_headers_are_declined_without_panicking() {
 
 #[test]
 fn out_of_range_config_is_clamped() {
-    let config = ServerConfig {
-        server_max_window_bits: 3,
-        client_max_window_bits: 3,
-        ..default_config()
-    };
+    let config = ServerConfig { server_max_window_bits: 3, client_max_window_bits: 3, ..default_config() };
     let (agreed, response) = negotiate(["permessage-deflate; client_max_window_bits"], &config).unwrap();
-    assert_eq!(
-        response,
-        "permessage-deflate; server_max_window_bits=9; client_max_window_bits=9"
-    );
+    assert_eq!(response, "permessage-deflate; server_max_window_bits=9; client_max_window_bits=9");
     assert_eq!(agreed, negotiated(9, 9, false));
-    let config = ServerConfig {
-        server_max_window_bits: 200,
-        client_max_window_bits: 200,
-        ..default_config()
-    };
-    assert_eq!(
-        response_with("permessage-deflate; client_max_window_bits", &config).unwrap(),
-        "permessage-deflate"
-    );
+    let config = ServerConfig { server_max_window_bits: 200, client_max_window_bits: 200, ..default_config() };
+    assert_eq!(response_with("permessage-deflate; client_max_window_bits", &config).unwrap(), "permessage-deflate");
 }
 
 // --- Compression and inflation ---
@@ -485,12 +378,7 @@ fn round_trip_with_context_takeover() {
     }
     // A message repeated within the window costs almost nothing when the context is kept.
     let repeat = compressed(&mut deflater, &messages[5]);
-    assert!(
-        repeat.len() * 10 < payloads[5].len(),
-        "{} vs {}",
-        repeat.len(),
-        payloads[5].len()
-    );
+    assert!(repeat.len() * 10 < payloads[5].len(), "{} vs {}", repeat.len(), payloads[5].len());
     assert_eq!(inflate_whole(&mut inflater, &repeat, usize::MAX).unwrap(), messages[5]);
     assert!(deflater.compressor.is_some() && inflater.decompressor.is_some());
 }
@@ -561,11 +449,7 @@ fn every_window_size_round_trips() {
         for _ in 0..2 {
             let payload = compressed(&mut deflater, &message);
             assert!(payload.len() < message.len() / 2);
-            assert_eq!(
-                inflate_whole(&mut inflater, &payload, usize::MAX).unwrap(),
-                message,
-                "window {bits}"
-            );
+            assert_eq!(inflate_whole(&mut inflater, &payload, usize::MAX).unwrap(), message, "window {bits}");
         }
     }
 }
@@ -601,9 +485,7 @@ fn deflater_output_is_plain_raw_deflate() {
         let mut payload = compressed(&mut deflater, &message);
         payload.extend_from_slice(&FLUSH_TAIL);
         let mut out = Vec::with_capacity(message.len() + 1);
-        decompressor
-            .decompress_vec(&payload, &mut out, FlushDecompress::None)
-            .unwrap();
+        decompressor.decompress_vec(&payload, &mut out, FlushDecompress::None).unwrap();
         assert_eq!(out, message);
     }
 }
@@ -643,10 +525,7 @@ fn bomb_stops_at_the_limit() {
     assert!(payload.len() < 200_000, "{}", payload.len());
     let mut inflater = Inflater::new(&negotiated(15, 15, false));
     let mut out = Vec::new();
-    assert_eq!(
-        inflater.inflate(&payload, true, LIMIT, &mut out),
-        Err(InflateError::TooBig)
-    );
+    assert_eq!(inflater.inflate(&payload, true, LIMIT, &mut out), Err(InflateError::TooBig));
     assert!(out.len() <= LIMIT);
     assert!(out.capacity() <= LIMIT, "capacity {}", out.capacity());
     assert!(inflater.decompressor.is_none(), "state dropped after an error");
@@ -664,20 +543,12 @@ fn bomb_in_frames_stops_within_a_few_frames() {
         .enumerate()
         .find_map(|(index, frame)| {
             let fin = index + 1 == frames.len();
-            inflater
-                .inflate(frame, fin, LIMIT, &mut out)
-                .err()
-                .map(|error| (index, error))
+            inflater.inflate(frame, fin, LIMIT, &mut out).err().map(|error| (index, error))
         })
         .expect("the bomb is stopped");
     // 1 KiB of this input inflates to about 1 MiB: the limit is hit within the first frames.
     assert_eq!(stopped_at.1, InflateError::TooBig);
-    assert!(
-        stopped_at.0 < 4,
-        "stopped at frame {} of {}",
-        stopped_at.0,
-        frames.len()
-    );
+    assert!(stopped_at.0 < 4, "stopped at frame {} of {}", stopped_at.0, frames.len());
     assert!(out.len() <= LIMIT && out.capacity() <= LIMIT);
 }
 
@@ -686,10 +557,7 @@ fn limit_is_exact() {
     let message = json_message(100_000, 9);
     let payload = plain_raw_deflate(&message, 15);
     let agreed = negotiated(15, 15, true);
-    assert_eq!(
-        inflate_whole(&mut Inflater::new(&agreed), &payload, message.len()).unwrap(),
-        message
-    );
+    assert_eq!(inflate_whole(&mut Inflater::new(&agreed), &payload, message.len()).unwrap(), message);
     let mut out = Vec::new();
     let result = Inflater::new(&agreed).inflate(&payload, true, message.len() - 1, &mut out);
     assert_eq!(result, Err(InflateError::TooBig));
@@ -707,26 +575,17 @@ fn limit_counts_earlier_frames_and_caller_capacity_is_not_trusted() {
     let mut out = Vec::new();
     inflater.inflate(head, false, 80_000, &mut out).unwrap();
     assert!(out.len() > 10_000);
-    assert_eq!(
-        inflater.inflate(tail, true, 80_000, &mut out),
-        Err(InflateError::TooBig)
-    );
+    assert_eq!(inflater.inflate(tail, true, 80_000, &mut out), Err(InflateError::TooBig));
     assert!(out.len() <= 80_000);
 
     // Spare capacity beyond the limit is the caller's memory, but the limit still holds.
     let mut out = Vec::with_capacity(10 << 20);
-    assert_eq!(
-        Inflater::new(&agreed).inflate(&payload, true, 50_000, &mut out),
-        Err(InflateError::TooBig)
-    );
+    assert_eq!(Inflater::new(&agreed).inflate(&payload, true, 50_000, &mut out), Err(InflateError::TooBig));
     assert!(out.len() <= 50_000);
 
     // Already past the limit: refused before any work.
     let mut out = vec![0; 11];
-    assert_eq!(
-        Inflater::new(&agreed).inflate(&payload, true, 10, &mut out),
-        Err(InflateError::TooBig)
-    );
+    assert_eq!(Inflater::new(&agreed).inflate(&payload, true, 10, &mut out), Err(InflateError::TooBig));
 }
 
 #[test]
@@ -740,11 +599,7 @@ fn corrupt_data_is_reported_and_the_state_reset() {
     ];
     for payload in corrupt {
         let mut inflater = Inflater::new(&agreed);
-        assert_eq!(
-            inflate_whole(&mut inflater, payload, 1 << 20),
-            Err(InflateError::Corrupt),
-            "{payload:?}"
-        );
+        assert_eq!(inflate_whole(&mut inflater, payload, 1 << 20), Err(InflateError::Corrupt), "{payload:?}");
         assert!(inflater.decompressor.is_none());
         // A fresh stream inflates afterwards.
         let message = json_message(500, 2);
@@ -762,16 +617,12 @@ fn final_block_ends_the_message_and_the_stream() {
         let message = json_message(2000, seed);
         let mut compressor = Compress::new_with_window_bits(Compression::new(6), false, 15);
         let mut payload = Vec::with_capacity(4096);
-        compressor
-            .compress_vec(&message, &mut payload, FlushCompress::Finish)
-            .unwrap();
+        compressor.compress_vec(&message, &mut payload, FlushCompress::Finish).unwrap();
         let (head, tail) = payload.split_at(payload.len() / 2);
         let mut out = Vec::new();
         inflater.inflate(head, false, usize::MAX, &mut out).unwrap();
         inflater.inflate(tail, false, usize::MAX, &mut out).unwrap();
-        inflater
-            .inflate(b"ignored after the final block", true, usize::MAX, &mut out)
-            .unwrap();
+        inflater.inflate(b"ignored after the final block", true, usize::MAX, &mut out).unwrap();
         assert_eq!(out, message);
     }
 }

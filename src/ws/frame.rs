@@ -73,26 +73,17 @@ pub struct ProtocolError {
 impl ProtocolError {
     /// A protocol violation (1002).
     pub const fn protocol(reason: &'static str) -> Self {
-        ProtocolError {
-            code: CLOSE_PROTOCOL_ERROR,
-            reason,
-        }
+        ProtocolError { code: CLOSE_PROTOCOL_ERROR, reason }
     }
 
     /// Data inconsistent with its type, such as invalid UTF-8 (1007).
     pub const fn invalid_data(reason: &'static str) -> Self {
-        ProtocolError {
-            code: CLOSE_INVALID_DATA,
-            reason,
-        }
+        ProtocolError { code: CLOSE_INVALID_DATA, reason }
     }
 
     /// A message over the size limit (1009).
     pub const fn too_big(reason: &'static str) -> Self {
-        ProtocolError {
-            code: CLOSE_TOO_BIG,
-            reason,
-        }
+        ProtocolError { code: CLOSE_TOO_BIG, reason }
     }
 }
 
@@ -140,9 +131,7 @@ pub fn parse_header(buf: &[u8], max_payload: u64, rsv1_allowed: bool) -> Result<
     let rsv2 = first & 0x20 != 0;
     let rsv3 = first & 0x10 != 0;
     if rsv2 || rsv3 {
-        return Err(ProtocolError::protocol(
-            "reserved bit set without an extension using it",
-        ));
+        return Err(ProtocolError::protocol("reserved bit set without an extension using it"));
     }
     let opcode = OpCode::from_bits(first & 0x0F).ok_or(ProtocolError::protocol("reserved opcode"))?;
     if rsv1 && !rsv1_allowed {

@@ -79,10 +79,7 @@ fn parses_each_length_form() {
     ] {
         let frame = client_frame(0x82, &vec![7; len], KEY, form);
         let h = parse(&frame).unwrap().unwrap();
-        assert_eq!(
-            (h.fin, h.rsv1, h.opcode, h.mask),
-            (true, false, OpCode::Binary, Some(KEY))
-        );
+        assert_eq!((h.fin, h.rsv1, h.opcode, h.mask), (true, false, OpCode::Binary, Some(KEY)));
         assert_eq!((h.payload_len, h.header_len), (len as u64, header_len));
     }
 }
@@ -130,22 +127,12 @@ fn rsv1_only_on_a_data_message_first_frame_when_negotiated() {
 #[test]
 fn control_frames_must_be_final_and_short() {
     for op in [0x8, 0x9, 0xA] {
-        assert!(parse(&client_frame(0x80 | op, &[0; 125], KEY, LenForm::Minimal))
-            .unwrap()
-            .is_some());
+        assert!(parse(&client_frame(0x80 | op, &[0; 125], KEY, LenForm::Minimal)).unwrap().is_some());
         assert_eq!(error_code(&client_frame(op, b"", KEY, LenForm::Minimal)), 1002);
-        assert_eq!(
-            error_code(&client_frame(0x80 | op, &[0; 126], KEY, LenForm::Minimal)),
-            1002
-        );
+        assert_eq!(error_code(&client_frame(0x80 | op, &[0; 126], KEY, LenForm::Minimal)), 1002);
         // A lax length encoding of a short payload is fine; of a long one, not.
-        assert!(parse(&client_frame(0x80 | op, &[0; 4], KEY, LenForm::Forced64))
-            .unwrap()
-            .is_some());
-        assert_eq!(
-            error_code(&client_frame(0x80 | op, &[0; 200], KEY, LenForm::Forced16)),
-            1002
-        );
+        assert!(parse(&client_frame(0x80 | op, &[0; 4], KEY, LenForm::Forced64)).unwrap().is_some());
+        assert_eq!(error_code(&client_frame(0x80 | op, &[0; 200], KEY, LenForm::Forced16)), 1002);
     }
 }
 
@@ -243,9 +230,7 @@ fn write_frame_sets_flags_and_payload() {
 
 #[test]
 fn close_codes_allowed_on_the_wire() {
-    for code in [
-        1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999,
-    ] {
+    for code in [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999] {
         assert!(valid_close_code(code), "{code}");
     }
     for code in [0, 999, 1004, 1005, 1006, 1015, 1016, 2000, 2999, 5000, 65535] {
@@ -265,11 +250,7 @@ fn close_reason_truncated_at_a_char_boundary() {
         assert_eq!(&payload[..2], &1001u16.to_be_bytes());
         let kept = std::str::from_utf8(&payload[2..]).unwrap();
         assert!(reason.starts_with(kept));
-        assert!(
-            kept.len() > MAX_CLOSE_REASON - filler.len(),
-            "{filler}: kept {}",
-            kept.len()
-        );
+        assert!(kept.len() > MAX_CLOSE_REASON - filler.len(), "{filler}: kept {}", kept.len());
     }
     assert_eq!(truncate_reason("short"), "short");
     let mut empty = Vec::new();

@@ -61,9 +61,7 @@ fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// RFC 9110 §5.6.2 `token`.
 fn is_token(s: &[u8]) -> bool {
-    !s.is_empty()
-        && s.iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty() && s.iter().all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Whether `key` is base64 of exactly 16 bytes (RFC 6455 §4.2.1 item 5).
@@ -116,10 +114,7 @@ where
         return bad_request("the Connection header lacks the upgrade token");
     }
     if !matches!(versions[..], [version] if version == b"13") {
-        return Upgrade::Refused(Refusal {
-            status: 426,
-            reason: "unsupported WebSocket version (13 is)",
-        });
+        return Upgrade::Refused(Refusal { status: 426, reason: "unsupported WebSocket version (13 is)" });
     }
     let key = match keys[..] {
         [key] if valid_key(key) => key,
@@ -129,15 +124,8 @@ where
     if !protocols.iter().all(|p| is_token(p)) {
         return bad_request("invalid Sec-WebSocket-Protocol");
     }
-    let subprotocols = protocols
-        .iter()
-        .map(|p| String::from_utf8_lossy(p).into_owned())
-        .collect();
-    Upgrade::Valid(UpgradeRequest {
-        key,
-        subprotocols,
-        extensions,
-    })
+    let subprotocols = protocols.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    Upgrade::Valid(UpgradeRequest { key, subprotocols, extensions })
 }
 
 /// `Sec-WebSocket-Accept` for a client's key: base64 of the SHA-1 of the key and the GUID.
@@ -176,10 +164,7 @@ const SERVER_OWNED_HEADERS: [&[u8]; 6] = [
 ];
 
 fn header_error(name: &[u8], reason: &'static str) -> HeaderError {
-    HeaderError {
-        name: name.to_vec(),
-        reason,
-    }
+    HeaderError { name: name.to_vec(), reason }
 }
 
 /// A field value may not break the head: no CR, LF or NUL.
@@ -211,16 +196,10 @@ pub fn write_accept(
     app_headers: &[(&[u8], &[u8])],
 ) -> Result<(), HeaderError> {
     if subprotocol.is_some_and(|p| !is_token(p.as_bytes())) {
-        return Err(header_error(
-            b"sec-websocket-protocol",
-            "the subprotocol is not a token",
-        ));
+        return Err(header_error(b"sec-websocket-protocol", "the subprotocol is not a token"));
     }
     if extensions.is_some_and(|e| !valid_value(e.as_bytes())) {
-        return Err(header_error(
-            b"sec-websocket-extensions",
-            "invalid character in the value",
-        ));
+        return Err(header_error(b"sec-websocket-extensions", "invalid character in the value"));
     }
     let mut protocol_fields = usize::from(subprotocol.is_some());
     for &(name, value) in app_headers {
@@ -230,10 +209,7 @@ pub fn write_accept(
         if !valid_value(value) {
             return Err(header_error(name, "CR, LF or NUL in the value"));
         }
-        if SERVER_OWNED_HEADERS
-            .iter()
-            .any(|owned| name.eq_ignore_ascii_case(owned))
-        {
+        if SERVER_OWNED_HEADERS.iter().any(|owned| name.eq_ignore_ascii_case(owned)) {
             return Err(header_error(name, "the server sets this header itself"));
         }
         if name.eq_ignore_ascii_case(b"sec-websocket-protocol") {
@@ -261,25 +237,14 @@ pub fn write_accept(
     Ok(())
 }
 
-/// Append a whole response refusing a handshake: the status, a short plain-text body giving
-/// the reason, and `Connection: close` (the caller closes after writing it). A 426 also
-/// names the version spoken (RFC 6455 §4.4) and, as RFC 9110 §15.5.22 requires, `Upgrade`.
-pub fn write_refusal(out: &mut Vec<u8>, refusal: &Refusal) {
-    let status_line: &[u8] = match refusal.status {
-        426 => b"HTTP/1.1 426 Upgrade Required\r\n",
-        _ => b"HTTP/1.1 400 Bad Request\r\n",
-    };
-    out.extend_from_slice(status_line);
-    if refusal.status == 426 {
-        out.extend_from_slice(b"Sec-WebSocket-Version: 13\r\nUpgrade: websocket\r\nConnection: Upgrade, close\r\n");
-    } else {
-        out.extend_from_slice(b"Connection: close\r\n");
+/// The fields a refusal adds to the server's plain-text error response: a 426 names the
+/// version spoken (RFC 6455 §4.4) and, as RFC 9110 §15.5.22 requires, the protocol to
+/// upgrade to.
+pub fn refusal_fields(refusal: &Refusal) -> &'static [u8] {
+    match refusal.status {
+        426 => b"sec-websocket-version: 13\r\nupgrade: websocket\r\n",
+        _ => b"",
     }
-    let body_len = refusal.reason.len() + 1;
-    out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
-    out.extend_from_slice(format!("Content-Length: {body_len}\r\n\r\n").as_bytes());
-    out.extend_from_slice(refusal.reason.as_bytes());
-    out.push(b'\n');
 }
 
 #[cfg(test)]

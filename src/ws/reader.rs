@@ -106,11 +106,13 @@ impl MessageReader {
     /// Bytes of memory the reader holds for payloads and a partial header (capacity, not
     /// length): at most `max_size` plus a control frame and a header for uncompressed
     /// messages; the inflater's growth of a compressed message's buffer is its own.
+    #[cfg(test)]
     pub fn buffered_bytes(&self) -> usize {
         self.data.capacity() + self.control.capacity() + self.header_len
     }
 
     /// Whether the client's close frame has been read.
+    #[cfg(test)]
     pub fn is_closed(&self) -> bool {
         self.closed
     }
@@ -141,13 +143,7 @@ impl MessageReader {
     /// header, start its frame. Returns the bytes consumed.
     fn read_header(&mut self, input: &[u8]) -> Result<usize, ProtocolError> {
         let had = self.header_len;
-        let taken = self
-            .header
-            .iter_mut()
-            .skip(had)
-            .zip(input)
-            .map(|(slot, &byte)| *slot = byte)
-            .count();
+        let taken = self.header.iter_mut().skip(had).zip(input).map(|(slot, &byte)| *slot = byte).count();
         let buf = self.header.get(..had + taken).unwrap_or_default();
         match frame::parse_header(buf, u64::MAX, self.inflater.is_some())? {
             Some(header) => {
@@ -175,18 +171,13 @@ impl MessageReader {
                     return Err(ProtocolError::protocol("new data frame inside a fragmented message"));
                 }
                 let text = header.opcode == OpCode::Text;
-                self.partial = Some(Partial {
-                    text,
-                    compressed: header.rsv1,
-                });
+                self.partial = Some(Partial { text, compressed: header.rsv1 });
                 self.data.clear();
                 self.utf8_checked = 0;
             }
             OpCode::Continuation => {
                 if self.partial.is_none() {
-                    return Err(ProtocolError::protocol(
-                        "continuation frame without a message to continue",
-                    ));
+                    return Err(ProtocolError::protocol("continuation frame without a message to continue"));
                 }
             }
         }
@@ -198,13 +189,7 @@ impl MessageReader {
             self.reserve_data(usize::try_from(len).unwrap_or(usize::MAX).min(RESERVE_AHEAD));
         }
         let key = header.mask.unwrap_or_default();
-        self.frame = Some(Frame {
-            opcode: header.opcode,
-            fin: header.fin,
-            key,
-            len,
-            received: 0,
-        });
+        self.frame = Some(Frame { opcode: header.opcode, fin: header.fin, key, len, received: 0 });
         Ok(())
     }
 
@@ -268,12 +253,10 @@ impl MessageReader {
         let Some(inflater) = self.inflater.as_mut() else {
             return Err(ProtocolError::protocol("compressed frame without permessage-deflate"));
         };
-        inflater
-            .inflate(input, fin, self.max_size, &mut self.data)
-            .map_err(|err| match err {
-                InflateError::TooBig => ProtocolError::too_big("message too big"),
-                InflateError::Corrupt => ProtocolError::invalid_data("invalid compressed data"),
-            })?;
+        inflater.inflate(input, fin, self.max_size, &mut self.data).map_err(|err| match err {
+            InflateError::TooBig => ProtocolError::too_big("message too big"),
+            InflateError::Corrupt => ProtocolError::invalid_data("invalid compressed data"),
+        })?;
         if self.data.len() > self.max_size {
             return Err(ProtocolError::too_big("message too big"));
         }
@@ -303,10 +286,7 @@ impl MessageReader {
             OpCode::Pong => return Ok(Some(Message::Pong(std::mem::take(&mut self.control)))),
             OpCode::Close => {
                 let (code, reason) = frame::parse_close_payload(&self.control)?;
-                let message = Message::Close {
-                    code,
-                    reason: reason.to_owned(),
-                };
+                let message = Message::Close { code, reason: reason.to_owned() };
                 self.closed = true;
                 self.partial = None;
                 self.data = Vec::new();
@@ -319,9 +299,7 @@ impl MessageReader {
             return Ok(None);
         }
         let Some(partial) = self.partial else {
-            return Err(ProtocolError::protocol(
-                "continuation frame without a message to continue",
-            ));
+            return Err(ProtocolError::protocol("continuation frame without a message to continue"));
         };
         if partial.compressed && frame.len == 0 {
             // An empty final frame: read_payload never saw it, but the inflater must.

@@ -112,52 +112,25 @@ fn text(s: &str) -> Message {
 #[test]
 fn single_frame_messages() {
     let big = vec![7u8; 70_000];
-    let input = [
-        frame(0x81, "héllo".as_bytes()),
-        frame(0x82, &big),
-        frame(0x82, b""),
-        frame(0x81, b""),
-    ]
-    .concat();
+    let input = [frame(0x81, "héllo".as_bytes()), frame(0x82, &big), frame(0x82, b""), frame(0x81, b"")].concat();
     let (messages, err) = run_whole(&mut MessageReader::new(100_000, None), &input);
     assert_eq!(err, None);
-    assert_eq!(
-        messages,
-        [text("héllo"), Message::Binary(big), Message::Binary(vec![]), text("")]
-    );
+    assert_eq!(messages, [text("héllo"), Message::Binary(big), Message::Binary(vec![]), text("")]);
 }
 
 #[test]
 fn fragments_with_control_frames_between() {
-    let input = [
-        frame(0x01, b"ab"),
-        frame(0x89, b"ping"),
-        frame(0x00, b""),
-        frame(0x8A, b"pong"),
-        frame(0x80, b"cd"),
-    ]
-    .concat();
+    let input =
+        [frame(0x01, b"ab"), frame(0x89, b"ping"), frame(0x00, b""), frame(0x8A, b"pong"), frame(0x80, b"cd")].concat();
     let (messages, err) = run_whole(&mut MessageReader::new(100, None), &input);
     assert_eq!(err, None);
-    assert_eq!(
-        messages,
-        [
-            Message::Ping(b"ping".to_vec()),
-            Message::Pong(b"pong".to_vec()),
-            text("abcd")
-        ]
-    );
+    assert_eq!(messages, [Message::Ping(b"ping".to_vec()), Message::Pong(b"pong".to_vec()), text("abcd")]);
 }
 
 #[test]
 fn characters_split_across_frames() {
     let smile = "😀".as_bytes();
-    let input = [
-        frame(0x01, &smile[..1]),
-        frame(0x00, &smile[1..3]),
-        frame(0x80, &smile[3..]),
-    ]
-    .concat();
+    let input = [frame(0x01, &smile[..1]), frame(0x00, &smile[1..3]), frame(0x80, &smile[3..])].concat();
     let (messages, err) = run_whole(&mut MessageReader::new(100, None), &input);
     assert_eq!((messages, err), (vec![text("😀")], None));
 }
@@ -207,10 +180,7 @@ fn fragmentation_protocol_errors() {
         assert_eq!(err, Some(1002));
     }
     for bad_control in [frame(0x09, b""), frame(0x89, &[0; 126]), frame(0x88, b"\x03")] {
-        assert_eq!(
-            run_whole(&mut MessageReader::new(100, None), &bad_control).1,
-            Some(1002)
-        );
+        assert_eq!(run_whole(&mut MessageReader::new(100, None), &bad_control).1, Some(1002));
     }
 }
 
@@ -239,12 +209,7 @@ fn huge_declared_length_reserves_little() {
 #[test]
 fn memory_stays_under_max_size_plus_a_header() {
     let max_size = 5000;
-    let input = [
-        frame(0x01, &[b'a'; 1000]),
-        frame(0x89, b"p"),
-        frame(0x80, &[b'b'; 4000]),
-    ]
-    .concat();
+    let input = [frame(0x01, &[b'a'; 1000]), frame(0x89, b"p"), frame(0x80, &[b'b'; 4000])].concat();
     let mut reader = MessageReader::new(max_size, None);
     let mut most = 0;
     for chunk in input.chunks(7) {
@@ -261,34 +226,13 @@ fn memory_stays_under_max_size_plus_a_header() {
 #[test]
 fn close_frames() {
     let (messages, err) = run_whole(&mut MessageReader::new(100, None), &frame(0x88, b"\x03\xe9bye"));
-    assert_eq!(
-        (messages, err),
-        (
-            vec![Message::Close {
-                code: Some(1001),
-                reason: "bye".into()
-            }],
-            None
-        )
-    );
+    assert_eq!((messages, err), (vec![Message::Close { code: Some(1001), reason: "bye".into() }], None));
     let mut reader = MessageReader::new(100, None);
-    let (messages, _) = run_whole(
-        &mut reader,
-        &[frame(0x88, b""), frame(0x81, b"after"), vec![0xFF; 9]].concat(),
-    );
-    assert_eq!(
-        messages,
-        [Message::Close {
-            code: None,
-            reason: String::new()
-        }]
-    );
+    let (messages, _) = run_whole(&mut reader, &[frame(0x88, b""), frame(0x81, b"after"), vec![0xFF; 9]].concat());
+    assert_eq!(messages, [Message::Close { code: None, reason: String::new() }]);
     assert!(reader.is_closed());
     for (payload, code) in [(&b"\x03\xed"[..], 1002), (b"\x00\x00", 1002), (b"\x03\xe8\xff", 1007)] {
-        assert_eq!(
-            run_whole(&mut MessageReader::new(100, None), &frame(0x88, payload)).1,
-            Some(code)
-        );
+        assert_eq!(run_whole(&mut MessageReader::new(100, None), &frame(0x88, payload)).1, Some(code));
     }
 }
 
@@ -296,13 +240,7 @@ fn close_frames() {
 fn compressed_messages_go_through_the_inflater() {
     let (mut reader, log) = compressing(100_000);
     let big: Vec<u8> = (0..20_000).map(|i| (i % 251) as u8).collect();
-    let input = [
-        frame(0x41, b"ab"),
-        frame(0x00, "ç".as_bytes()),
-        frame(0x80, b""),
-        frame(0xC2, &big),
-    ]
-    .concat();
+    let input = [frame(0x41, b"ab"), frame(0x00, "ç".as_bytes()), frame(0x80, b""), frame(0xC2, &big)].concat();
     let (messages, err) = run_whole(&mut reader, &input);
     assert_eq!(err, None);
     assert_eq!(messages, [text("abç"), Message::Binary(big)]);
@@ -314,17 +252,11 @@ fn compressed_messages_go_through_the_inflater() {
 
 #[test]
 fn rsv1_needs_negotiation_and_a_first_frame() {
-    assert_eq!(
-        run_whole(&mut MessageReader::new(100, None), &frame(0xC1, b"x")).1,
-        Some(1002)
-    );
+    assert_eq!(run_whole(&mut MessageReader::new(100, None), &frame(0xC1, b"x")).1, Some(1002));
     let continuation = [frame(0x01, b"a"), frame(0xC0, b"b")].concat();
     assert_eq!(run_whole(&mut compressing(100).0, &continuation).1, Some(1002));
     // An uncompressed message is fine on a connection that negotiated compression.
-    assert_eq!(
-        run_whole(&mut compressing(100).0, &frame(0x81, b"plain")).0,
-        [text("plain")]
-    );
+    assert_eq!(run_whole(&mut compressing(100).0, &frame(0x81, b"plain")).0, [text("plain")]);
 }
 
 #[test]
@@ -431,11 +363,7 @@ fn random_bytes_never_panic() {
                 }
             }
         }
-        let mut reader = if round % 2 == 0 {
-            MessageReader::new(300, None)
-        } else {
-            compressing(300).0
-        };
+        let mut reader = if round % 2 == 0 { MessageReader::new(300, None) } else { compressing(300).0 };
         let mut chunk_rng = Rng(round + 1);
         let _ = run(&mut reader, &input, &mut || chunk_rng.below(20));
     }

@@ -114,7 +114,10 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
                 Some(b) => b,
                 None => PyBytes::new(py, b"").into_any(),
             };
-            if !body.is_instance_of::<PyBytes>() && !body.is_instance_of::<pyo3::types::PyByteArray>() && !body.is_instance_of::<pyo3::types::PyMemoryView>() {
+            if !body.is_instance_of::<PyBytes>()
+                && !body.is_instance_of::<pyo3::types::PyByteArray>()
+                && !body.is_instance_of::<pyo3::types::PyMemoryView>()
+            {
                 return Err(PyTypeError::new_err("'body' must be bytes"));
             }
             let body = match body.cast_into::<PyBytes>() {
@@ -130,7 +133,9 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
         "http.response.trailers" => {
             let mut fields = Vec::new();
             // Framing, routing and the like have no place in trailers: left out.
-            each_header(get(msg, intern!(py, "headers"))?, |n, v| trailer_field(&mut fields, n, v).map_err(head_error))?;
+            each_header(get(msg, intern!(py, "headers"))?, |n, v| {
+                trailer_field(&mut fields, n, v).map_err(head_error)
+            })?;
             let more = match get(msg, intern!(py, "more_trailers"))? {
                 Some(m) => m.is_truthy()?,
                 None => false,
@@ -138,7 +143,8 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
             Ok(Message::Trailers { fields, more })
         }
         "http.response.pathsend" => {
-            let path = get(msg, intern!(py, "path"))?.ok_or_else(|| PyValueError::new_err("'http.response.pathsend' without 'path'"))?;
+            let path = get(msg, intern!(py, "path"))?
+                .ok_or_else(|| PyValueError::new_err("'http.response.pathsend' without 'path'"))?;
             let fspath: std::path::PathBuf = path.extract()?;
             let meta = std::fs::metadata(&fspath).map_err(|e| crate::pyutil::os_error(py, e))?;
             if !meta.is_file() {

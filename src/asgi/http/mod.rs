@@ -14,8 +14,8 @@ mod receive;
 mod scope;
 mod send;
 
-pub use receive::{body_message, disconnect_message};
 pub use messages::get as message_get;
+pub use receive::{body_message, disconnect_message};
 pub use scope::build_scope;
 
 /// `receive()` of one request. Also the done callback of the app's task (called with the

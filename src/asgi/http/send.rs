@@ -29,7 +29,8 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
         Ok(Responded::Ready) => ready_none(py),
         Ok(Responded::Drain(fut)) => Ok(fut),
         Ok(Responded::File(transport, size)) => {
-            let app = AsgiDispatch::app_of(state.dispatch.as_ref()).ok_or_else(|| PyTypeError::new_err("not an ASGI server"))?;
+            let app = AsgiDispatch::app_of(state.dispatch.as_ref())
+                .ok_or_else(|| PyTypeError::new_err("not an ASGI server"))?;
             let t = transport.unwrap_or_else(|| py.None());
             app.pathsend.call1(py, (proto, t, path, gen, size))
         }
@@ -46,9 +47,13 @@ fn error(e: RespondError, type_name: &str) -> PyErr {
                 "Unexpected ASGI message '{type_name}' sent, after response already completed."
             ))
         }
-        RespondError::AlreadyStarted => "Unexpected ASGI message 'http.response.start' sent, after response already started.",
+        RespondError::AlreadyStarted => {
+            "Unexpected ASGI message 'http.response.start' sent, after response already started."
+        }
         RespondError::NotStarted => "Expected ASGI message 'http.response.start', but got 'http.response.body'.",
-        RespondError::BodyComplete => "Unexpected ASGI message 'http.response.body' sent, after response already completed.",
+        RespondError::BodyComplete => {
+            "Unexpected ASGI message 'http.response.body' sent, after response already completed."
+        }
         RespondError::NoTrailers => "Unexpected ASGI message 'http.response.trailers'.",
         RespondError::FileNotAllowed => "Unexpected ASGI message 'http.response.pathsend'.",
         RespondError::FileLength => "Content-Length does not match the file size",

@@ -139,7 +139,11 @@ pub(super) fn native_sockaddr(family: libc::c_int, addr: &Bound<'_, PyAny>) -> O
     Some(sa)
 }
 
-pub(super) fn ntop<'py>(py: Python<'py>, family: libc::c_int, src: *const libc::c_void) -> PyResult<Bound<'py, PyString>> {
+pub(super) fn ntop<'py>(
+    py: Python<'py>,
+    family: libc::c_int,
+    src: *const libc::c_void,
+) -> PyResult<Bound<'py, PyString>> {
     let mut buf = [0 as libc::c_char; 64];
     // SAFETY: `src` points to an address of `family`; the buffer holds any textual form.
     let p = unsafe { inet_ntop(family, src, buf.as_mut_ptr(), buf.len() as libc::socklen_t) };

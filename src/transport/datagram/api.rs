@@ -183,9 +183,7 @@ impl DatagramCore {
         if closed {
             // What the stdlib raises here: its transport has let go of its socket and its
             // loop, and reporting the failed send fails on the missing loop.
-            return Err(PyAttributeError::new_err(
-                "'NoneType' object has no attribute 'call_exception_handler'",
-            ));
+            return Err(PyAttributeError::new_err("'NoneType' object has no attribute 'call_exception_handler'"));
         }
         // The stdlib's choice: `send()` when the socket has a peer name, else `sendto()` to
         // the default destination or to `addr`.

@@ -22,18 +22,15 @@
 mod address;
 mod api;
 
-use address::*;
-use crate::transport::pybuf::View;
-use crate::transport::IoTarget;
 use crate::context::{copy_current as copy_context, in_context};
 use crate::event_loop::LoopCore;
 use crate::pyutil::{is_exit, os_error};
 use crate::reactor::Readiness;
 use crate::sync::{GilCell, GilGuard};
-use pyo3::exceptions::{
-    PyAttributeError, PyBlockingIOError, PyInterruptedError, PyOSError, PyTypeError,
-    PyValueError,
-};
+use crate::transport::pybuf::View;
+use crate::transport::IoTarget;
+use address::*;
+use pyo3::exceptions::{PyAttributeError, PyBlockingIOError, PyInterruptedError, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyInt, PyMemoryView, PyString, PyTuple, PyWeakrefReference};
 use pyo3::{ffi, intern, PyTraverseError, PyVisit};
@@ -65,7 +62,6 @@ thread_local! {
     /// copied into a `bytes` of its exact size, so no transport keeps 256 KiB to itself.
     static RECV_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
-
 
 /// Where a datagram goes.
 enum Dest {
@@ -325,10 +321,7 @@ impl DatagramCore {
             return Err(Failure::Other(PyAttributeError::new_err("'NoneType' object has no attribute 'sendto'")));
         };
         let addr = addr.as_ref().map_or_else(|| py.None(), |a| a.clone_ref(py));
-        sock.bind(py)
-            .call_method1(intern!(py, "sendto"), (data, addr))
-            .map(drop)
-            .map_err(|e| classify(py, e))
+        sock.bind(py).call_method1(intern!(py, "sendto"), (data, addr)).map(drop).map_err(|e| classify(py, e))
     }
 
     /// Send `data` (any bytes-like object) to `dest` now.
@@ -527,7 +520,10 @@ impl DatagramCore {
     }
 }
 
-fn recv_python<'py>(py: Python<'py>, sock: &Bound<'py, PyAny>) -> Result<(Bound<'py, PyBytes>, Bound<'py, PyAny>), Failure> {
+fn recv_python<'py>(
+    py: Python<'py>,
+    sock: &Bound<'py, PyAny>,
+) -> Result<(Bound<'py, PyBytes>, Bound<'py, PyAny>), Failure> {
     let r = sock.call_method1(intern!(py, "recvfrom"), (MAX_SIZE,)).map_err(|e| classify(py, e))?;
     let unpack = || -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyAny>)> {
         let (data, addr): (Bound<'py, PyAny>, Bound<'py, PyAny>) = r.extract()?;

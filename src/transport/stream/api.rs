@@ -7,13 +7,7 @@ impl StreamCore {
     /// `kind`: "socket", "read-pipe" or "write-pipe". Registers the descriptor with the loop
     /// (as the stdlib's transport table does) without watching it yet: `_start()` does.
     #[new]
-    fn py_new(
-        py: Python<'_>,
-        lp: &Bound<'_, LoopCore>,
-        fd: RawFd,
-        kind: &str,
-        transport: Py<PyAny>,
-    ) -> PyResult<Self> {
+    fn py_new(py: Python<'_>, lp: &Bound<'_, LoopCore>, fd: RawFd, kind: &str, transport: Py<PyAny>) -> PyResult<Self> {
         let kind = match kind {
             "socket" => Kind::Socket,
             "read-pipe" => Kind::ReadPipe,
@@ -287,7 +281,12 @@ impl StreamCore {
     }
 
     #[pyo3(signature = (high=None, low=None))]
-    fn set_write_buffer_limits(&self, py: Python<'_>, high: Option<Bound<'_, PyAny>>, low: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+    fn set_write_buffer_limits(
+        &self,
+        py: Python<'_>,
+        high: Option<Bound<'_, PyAny>>,
+        low: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let high_v: Option<i64> = high.as_ref().map(|h| h.extract()).transpose()?;
         let low_v: Option<i64> = low.as_ref().map(|l| l.extract()).transpose()?;
         let (high, low) = crate::transport::flow_limits(high_v, low_v, DEFAULT_HIGH_WATER as i64)?;
@@ -377,9 +376,10 @@ impl StreamCore {
     }
 
     fn __clear__(&self, py: Python<'_>) {
-        let taken = self.inner.try_lock(py).map(|mut i| {
-            (i.transport.take(), i.protocol.take(), i.context.take(), i.empty_waiter.take())
-        });
+        let taken = self
+            .inner
+            .try_lock(py)
+            .map(|mut i| (i.transport.take(), i.protocol.take(), i.context.take(), i.empty_waiter.take()));
         drop(taken);
     }
 }

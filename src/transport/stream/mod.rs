@@ -16,17 +16,15 @@ mod api;
 mod read;
 mod write;
 
-use crate::event_loop::LoopCore;
 use crate::context::{copy_current as copy_context, in_context};
+use crate::event_loop::LoopCore;
+use crate::pyutil::{is_exit, os_error};
 use crate::reactor::Readiness;
+use crate::sync::{GilCell, GilGuard};
 use crate::transport::pybuf::{read_into_bytes, read_sized, with_bytes, View, COPY_OUT_LIMIT};
 use crate::transport::write_buffer::{write_once, Sink, WriteBuffer};
 use crate::transport::IoTarget;
-use crate::pyutil::{is_exit, os_error};
-use crate::sync::{GilCell, GilGuard};
-use pyo3::exceptions::{
-    PyAssertionError, PyBrokenPipeError, PyRuntimeError, PyTypeError, PyValueError,
-};
+use pyo3::exceptions::{PyAssertionError, PyBrokenPipeError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -42,7 +40,6 @@ const FALLBACK_READ: usize = 64 * 1024;
 /// After this many writes to a lost connection, each further one logs a warning.
 const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
 const DEFAULT_HIGH_WATER: usize = 64 * 1024;
-
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -197,7 +194,12 @@ impl StreamCore {
     }
 
     /// Schedule the Python transport's `_call_connection_lost(exc)` (once).
-    fn schedule_connection_lost(&self, py: Python<'_>, inner: &mut Inner, exc: Py<PyAny>) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
+    fn schedule_connection_lost(
+        &self,
+        py: Python<'_>,
+        inner: &mut Inner,
+        exc: Py<PyAny>,
+    ) -> PyResult<Option<(Py<PyAny>, Py<PyAny>)>> {
         if inner.lost_scheduled {
             return Ok(None);
         }

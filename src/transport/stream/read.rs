@@ -204,11 +204,7 @@ impl StreamCore {
     /// The read end of a write pipe went away.
     pub(super) fn write_pipe_peer_closed(&self, py: Python<'_>) -> PyResult<()> {
         let had_data = !self.inner(py)?.wbuf.is_empty();
-        let exc = if had_data {
-            PyBrokenPipeError::new_err(()).into_value(py).into_any()
-        } else {
-            py.None()
-        };
+        let exc = if had_data { PyBrokenPipeError::new_err(()).into_value(py).into_any() } else { py.None() };
         self.close_pipe(py, exc)
     }
 }

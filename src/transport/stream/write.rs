@@ -83,9 +83,7 @@ impl StreamCore {
             return Err(PyAssertionError::new_err(data.repr()?.to_string()));
         }
         let tname = data.get_type().name()?;
-        Err(PyTypeError::new_err(format!(
-            "data argument must be a bytes-like object, not '{tname}'"
-        )))
+        Err(PyTypeError::new_err(format!("data argument must be a bytes-like object, not '{tname}'")))
     }
 
     /// Queue (or write at once) one chunk; the lock is held by the caller.

@@ -118,8 +118,7 @@ impl TlsCore {
             i.backlog_size = 0;
             i.conn_lost += 1;
             i.closed = true;
-            let notify = i.state != State::Handshake
-                && matches!(i.app_state, AppState::Connected | AppState::Eof);
+            let notify = i.state != State::Handshake && matches!(i.app_state, AppState::Connected | AppState::Eof);
             if notify {
                 i.app_state = AppState::Lost;
             }

@@ -14,10 +14,10 @@ mod api;
 mod output;
 mod session;
 
-use crate::transport::stream::StreamCore;
 use crate::event_loop::LoopCore;
 use crate::pyutil::is_exit;
 use crate::sync::{GilCell, GilGuard};
+use crate::transport::stream::StreamCore;
 use pyo3::exceptions::{PyConnectionAbortedError, PyConnectionResetError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PySlice};
@@ -136,7 +136,13 @@ impl TlsCore {
         self.inner.try_lock(py).and_then(|i| i.raw.as_ref().map(|t| t.clone_ref(py)))
     }
 
-    fn call_later(&self, py: Python<'_>, delay: &Py<PyAny>, slf: &Bound<'_, Self>, method: &str) -> PyResult<Py<PyAny>> {
+    fn call_later(
+        &self,
+        py: Python<'_>,
+        delay: &Py<PyAny>,
+        slf: &Bound<'_, Self>,
+        method: &str,
+    ) -> PyResult<Py<PyAny>> {
         let cb = slf.getattr(method)?;
         Ok(self.lp.bind(py).call_method1(intern!(py, "call_later"), (delay, cb))?.unbind())
     }
@@ -173,4 +179,3 @@ impl TlsCore {
         Ok(())
     }
 }
-

@@ -69,7 +69,11 @@ impl TlsCore {
     pub(super) fn process_outgoing(&self, py: Python<'_>) -> PyResult<()> {
         let (paused, raw, raw_core) = {
             let i = self.inner(py)?;
-            (i.ssl_writing_paused, i.raw.as_ref().map(|r| r.clone_ref(py)), i.raw_core.as_ref().map(|r| r.clone_ref(py)))
+            (
+                i.ssl_writing_paused,
+                i.raw.as_ref().map(|r| r.clone_ref(py)),
+                i.raw_core.as_ref().map(|r| r.clone_ref(py)),
+            )
         };
         if !paused {
             let data = self.outgoing.bind(py).call_method0(intern!(py, "read"))?;
@@ -194,9 +198,6 @@ impl TlsCore {
         {
             return Ok(());
         }
-        Err(PyTypeError::new_err(format!(
-            "data: expecting a bytes-like instance, got {}",
-            data.get_type().name()?
-        )))
+        Err(PyTypeError::new_err(format!("data: expecting a bytes-like instance, got {}", data.get_type().name()?)))
     }
 }
