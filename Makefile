@@ -2,6 +2,7 @@
 #   make run                      build in release mode and serve examples/app.py on :8000
 #   make test [PYTHON=python3.13] cargo test + pytest on one interpreter
 #   make conformance              CPython's asyncio test suite on swordfish and on asyncio
+#   make autobahn                 Autobahn|Testsuite against the WebSocket server, written to docs/autobahn.md
 #   make bench                    full scheduling benchmark, written to docs/benchmarks.md
 
 PYTHON ?= python3
@@ -18,7 +19,7 @@ endif
 VPY := $(VENV)/bin/python
 export PYO3_PYTHON := $(abspath $(VPY))
 
-.PHONY: run test build venv cargo-test pytest conformance bench bench-quick clean
+.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn bench bench-quick clean
 
 $(VENV)/.deps: requirements-dev.txt
 	$(PY_EXE) -m venv $(VENV)
@@ -39,10 +40,19 @@ cargo-test: venv
 pytest: build
 	$(VPY) -m pytest -q
 
-test: cargo-test pytest
+# System packages the tests use (Debian's chromium for the browser test), installed on a
+# machine that lacks them.
+test-deps:
+	tools/install-test-deps.sh
+
+test: test-deps cargo-test pytest
 
 conformance: build
 	$(VPY) tools/conformance.py
+
+# The first run installs wstest on Python 2.7 into tools/autobahn/.py27/ (see install-py27.sh).
+autobahn: build
+	$(VPY) tools/autobahn/run.py
 
 run: build
 	@echo "serving examples/app.py on http://127.0.0.1:8000 (try: curl http://127.0.0.1:8000/ ; Ctrl-C stops)"

@@ -10,7 +10,7 @@ use super::frame::{write_close_frame, write_frame, OpCode};
 use super::reader::{Message, MessageReader};
 use crate::pyutil::is_exit;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::StreamCore;
+use crate::transport::stream::{Held, Hold, StreamCore};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -413,7 +413,7 @@ impl WsProtocol {
         for o in out {
             let r: PyResult<()> = (|| {
                 match o {
-                    Out::Write(data) => this.write(py, &data)?,
+                    Out::Write(data) => this.write(py, data)?,
                     Out::Close | Out::Abort | Out::PauseReading | Out::ResumeReading => {
                         let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
@@ -467,8 +467,10 @@ impl WsProtocol {
         Ok(())
     }
 
-    /// To swordfish's socket transport without a Python call, else through `write`.
-    fn write(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+    /// To swordfish's socket transport without a Python call, held for the end of the loop
+    /// iteration while small (the frames of many connections then leave together, as the
+    /// HTTP connection's small responses do); else through the transport's `write`.
+    fn write(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<()> {
         let (core, transport) = {
             let c = self.lock(py)?;
             if c.lost {
@@ -477,10 +479,10 @@ impl WsProtocol {
             (c.core.as_ref().map(|t| t.clone_ref(py)), c.transport.as_ref().map(|t| t.clone_ref(py)))
         };
         if let Some(core) = core {
-            return core.get().write_now(py, data, None);
+            return StreamCore::write_deferred(core.bind(py), Held::Owned(data), Hold::IfSmall);
         }
         if let Some(t) = transport {
-            t.call_method1(py, intern!(py, "write"), (PyBytes::new(py, data),))?;
+            t.call_method1(py, intern!(py, "write"), (PyBytes::new(py, &data),))?;
         }
         Ok(())
     }

@@ -55,7 +55,7 @@ def _eager_task(loop):
 
 
 def _access_log(scope, status, size, seconds, client=None):
-    """One line per request; scope None: input refused before it made a request (client
+    """One line per request (a WebSocket handshake's with its 101 or refusal); scope None: input refused before it made a request (client
     is then its sender's address)."""
     if scope is not None:
         client = scope.get("client")
@@ -68,7 +68,8 @@ def _access_log(scope, status, size, seconds, client=None):
         path += "?" + scope["query_string"].decode("latin-1")
     access_logger.info(
         '%s - "%s %s HTTP/%s" %d %d %.1fms',
-        who, scope["method"], path, scope["http_version"], status, size, seconds * 1000,
+        # A websocket scope has no method: its handshake is a GET.
+        who, scope.get("method", "GET"), path, scope["http_version"], status, size, seconds * 1000,
     )
 
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install the system packages the test suite needs beyond Python ones: Debian's
+# `chromium`, for the real-browser WebSocket test (tests/test_ws_browser.py).
+# Idempotent and silent when everything is already there; as root it runs
+# `apt-get update` only when apt does not know the package yet (a fresh machine
+# has empty package lists), so a machine that has the lists does not refetch them.
+set -euo pipefail
+
+packages=(chromium)  # Debian package names
+commands=(chromium)  # what each package puts on PATH, to tell whether it is there
+
+missing=()
+for i in "${!packages[@]}"; do
+    if ! command -v "${commands[$i]}" >/dev/null 2>&1; then
+        missing+=("${packages[$i]}")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-test-deps: missing ${missing[*]}; run this script as root (it uses apt-get)" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+has_candidate() {
+    # "Candidate: (none)" or no output at all: the package lists do not know it.
+    apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [^(]'
+}
+for pkg in "${missing[@]}"; do
+    if ! has_candidate "$pkg"; then
+        echo "install-test-deps: apt-get update (apt does not know $pkg yet)"
+        apt-get update -qq >/dev/null
+        break
+    fi
+done
+echo "install-test-deps: installing ${missing[*]}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# apt's chatter (debconf notes included) is shown only if the install fails.
+if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+    cat "$log" >&2
+    exit 1
+fi
+for i in "${!packages[@]}"; do
+    command -v "${commands[$i]}" >/dev/null 2>&1 || {
+        echo "install-test-deps: ${packages[$i]} installed but ${commands[$i]} is not on PATH" >&2
+        exit 1
+    }
+done
