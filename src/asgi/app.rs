@@ -265,7 +265,7 @@ impl Dispatch for AsgiDispatch {
     fn request(&self, py: Python<'_>, c: &Conn, head: &Head) -> Result<Served, Reject> {
         let app = self.0.get();
         let scope = build_scope(py, app, c, head)?;
-        if !app.ws_enabled {
+        if !app.ws_enabled || !head.upgrade {
             return Ok(Served { request: scope, upgrade: false });
         }
         let buf = &c.rbuf;

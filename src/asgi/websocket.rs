@@ -7,11 +7,12 @@
 use super::app::AsgiApp;
 use super::http::app_finished;
 use super::{ready, ready_none, ClientDisconnected};
+use crate::event_loop::create_future;
 use crate::http::head::HeadBuilder;
 use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{Part, RespondError, Responded};
 use crate::sync::GilCell;
-use crate::ws::conn::{Received, SendError, WsInterface, WsProtocol, CLOSE_ABNORMAL, CLOSE_INTERNAL_ERROR};
+use crate::ws::conn::{Payload, Received, SendError, WsInterface, WsProtocol, CLOSE_ABNORMAL, CLOSE_INTERNAL_ERROR};
 use crate::ws::deflate::negotiate;
 use crate::ws::frame::{valid_close_code, CLOSE_NORMAL};
 use crate::ws::handshake::{accept_key, check_upgrade, write_accept, Upgrade};
@@ -266,7 +267,7 @@ impl WsSession {
             Stage::Handshake => {
                 drop(stage);
                 // Waits on the request: the handshake's answer or the client leaving ends it.
-                let fut = this.app.get().lp.call_method0(py, intern!(py, "create_future"))?;
+                let fut = create_future(this.app.get().lp.bind(py))?.unbind();
                 let proto = this.proto.bind(py).get();
                 let mut c = proto.lock(py)?;
                 let gone = c.gone();
@@ -289,20 +290,20 @@ impl WsSession {
         let this = slf.get();
         let typ =
             get(message, intern!(py, "type"))?.ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;
-        let typ: String = typ.extract().map_err(|_| PyTypeError::new_err("ASGI message 'type' must be str"))?;
+        let typ = typ.cast_into::<PyString>().map_err(|_| PyTypeError::new_err("ASGI message 'type' must be str"))?;
         let ws = this.accepted(py)?;
-        match (typ.as_str(), ws) {
+        match (typ.to_str()?, ws) {
             ("websocket.send", Some(ws)) => {
                 let bytes = get(message, intern!(py, "bytes"))?.filter(|b| !b.is_none());
                 let text = get(message, intern!(py, "text"))?.filter(|t| !t.is_none());
                 let sent = match (bytes, text) {
                     (Some(b), None) => {
                         let b = b.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("'bytes' must be bytes"))?;
-                        WsProtocol::send(ws.bind(py), b.as_bytes(), false)?
+                        WsProtocol::send(ws.bind(py), Payload::Binary(b))?
                     }
                     (None, Some(t)) => {
                         let t = t.cast_into::<PyString>().map_err(|_| PyTypeError::new_err("'text' must be str"))?;
-                        WsProtocol::send(ws.bind(py), t.to_str()?.as_bytes(), true)?
+                        WsProtocol::send(ws.bind(py), Payload::Text(t.to_str()?))?
                     }
                     _ => return Err(PyValueError::new_err("'websocket.send' needs exactly one of 'bytes' and 'text'")),
                 };

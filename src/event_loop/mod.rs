@@ -525,3 +525,11 @@ impl LoopCore {
         drop(factory);
     }
 }
+
+/// `lp.create_future()`: on swordfish's loop without a Python method call.
+pub(crate) fn create_future<'py>(lp: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    match lp.cast::<LoopCore>() {
+        Ok(core) => LoopCore::new_future(core),
+        Err(_) => lp.call_method0(pyo3::intern!(lp.py(), "create_future")),
+    }
+}

@@ -6,10 +6,9 @@ use super::conn::Act;
 use super::protocol::HttpProtocol;
 use crate::clock::coarse_monotonic;
 use crate::pyutil::is_exit;
-use crate::transport::stream::{Held, Hold, StreamCore};
+use crate::transport::stream::{write_via, Held, Hold};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
 impl HttpProtocol {
     /// Run the collected work. Errors of one step are reported, not propagated, so that a
@@ -109,21 +108,6 @@ impl HttpProtocol {
             let c = self.lock(py)?;
             (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
         };
-        if let Some(core) = core {
-            if let Some(hold) = hold {
-                return StreamCore::write_deferred(core.bind(py), data, hold);
-            }
-            return match &data {
-                Held::Owned(v) => core.get().write_now(py, v, None),
-                Held::Shared(b) => core.get().write_now(py, b.as_bytes(), Some(b)),
-            };
-        }
-        if let Some(w) = w {
-            match data {
-                Held::Owned(v) => w.call1(py, (PyBytes::new(py, &v),))?,
-                Held::Shared(b) => w.call1(py, (b,))?,
-            };
-        }
-        Ok(())
+        write_via(py, core, w, data, hold)
     }
 }

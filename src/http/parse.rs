@@ -69,6 +69,9 @@ pub struct Head {
     pub framing: Framing,
     pub keep_alive: bool,
     pub expect_continue: bool,
+    /// The request has an `Upgrade` field: it may ask to switch protocols (RFC 9110 §7.8),
+    /// which the interface decides.
+    pub upgrade: bool,
 }
 
 const MAX_HEADERS: usize = 512;
@@ -258,6 +261,7 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
     let mut close = false;
     let mut keep_alive_token = false;
     let mut expect_continue = false;
+    let mut upgrade = false;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
@@ -311,6 +315,8 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
             }
         } else if name.eq_ignore_ascii_case(b"expect") {
             expect_continue = value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case(b"upgrade") {
+            upgrade = true;
         }
     }
     if minor == 1 && hosts == 0 {
@@ -352,6 +358,7 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
         framing,
         keep_alive,
         expect_continue: expect_continue && minor == 1,
+        upgrade,
     })
 }
 

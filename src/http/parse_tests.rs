@@ -360,3 +360,13 @@ fn mutated_chunked_bodies_decode_alike_however_they_arrive() {
     }
     assert!(decoded > 500, "only {decoded} mutated bodies decoded");
 }
+
+#[test]
+fn an_upgrade_field_is_noted() {
+    let limits = LIMITS;
+    let with = b"GET /chat HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    let head = parse_head(with, with.len(), &limits).unwrap();
+    assert!(head.upgrade);
+    let without = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n";
+    assert!(!parse_head(without, without.len(), &limits).unwrap().upgrade);
+}

@@ -10,8 +10,8 @@ use super::head::{frame_head, Framing, ResponseHead};
 use super::protocol::HttpProtocol;
 use super::response::{bodiless, push_decimal, reason, simple_response};
 use crate::clock::monotonic;
+use crate::event_loop::create_future;
 use crate::transport::stream::Hold;
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -93,7 +93,7 @@ impl HttpProtocol {
         }
         let mut c = this.lock(py)?;
         if c.writing_paused && !c.lost() {
-            let fut = this.state.get().lp.call_method0(py, intern!(py, "create_future"))?;
+            let fut = create_future(this.state.get().lp.bind(py))?.unbind();
             c.drain_waiters.push(fut.clone_ref(py));
             return Ok(Ok(Responded::Drain(fut)));
         }

@@ -6,11 +6,12 @@
 //! that runs it (`WsInterface`), so that this module knows no ASGI.
 
 use super::deflate::{Deflater, Inflater, Negotiated};
-use super::frame::{write_close_frame, write_frame, OpCode};
+use super::frame::{write_close_frame, write_frame, write_header, OpCode, ProtocolError, MAX_HEADER_LEN};
 use super::reader::{Message, MessageReader};
+use crate::event_loop::create_future;
 use crate::pyutil::is_exit;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::{Held, Hold, StreamCore};
+use crate::transport::stream::{write_via, Held, Hold, StreamCore};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -76,15 +77,22 @@ struct WsConn {
     waiters: Vec<Py<PyAny>>,
     /// What every receive gets once the connection is over.
     ended: Option<(u16, String)>,
+    /// The client's input failed the connection: it is failed once the application had
+    /// its turn (see `feed`), and no more input is read meanwhile.
+    failing: Option<ProtocolError>,
     reading_paused: bool,
     writing_paused: bool,
     drain_waiters: Vec<Py<PyAny>>,
     timers: Vec<(Timer, Py<PyAny>)>,
+    /// A compressed message went out since the last keepalive ping: the compressor stays.
+    compressed_lately: bool,
 }
 
 /// What to do once the lock is released.
 enum Out {
     Write(Vec<u8>),
+    /// A frame's header and its large payload, written without copying the payload.
+    WriteHeaded(Vec<u8>, Py<PyBytes>),
     Close,
     Abort,
     PauseReading,
@@ -94,6 +102,8 @@ enum Out {
     Cancel(Py<PyAny>),
     /// The connection is over: tell the owner (the HTTP connection it came from).
     Ended,
+    /// Fail the connection in a callback of its own (`failing`).
+    FailSoon,
 }
 
 #[pyclass(module = "swordfish._native", frozen)]
@@ -111,6 +121,16 @@ pub enum Received {
     Now(Py<PyAny>),
     Wait(Py<PyAny>),
 }
+
+/// What the application sends.
+pub enum Payload<'py> {
+    Text(&'py str),
+    Binary(Bound<'py, PyBytes>),
+}
+
+/// Above this size a binary message's payload is written by reference, not copied behind
+/// its header.
+const BY_REFERENCE: usize = 16 * 1024;
 
 /// Why the application cannot send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,10 +169,12 @@ impl WsProtocol {
                 queue: VecDeque::new(),
                 waiters: Vec::new(),
                 ended: None,
+                failing: None,
                 reading_paused: false,
                 writing_paused: false,
                 drain_waiters: Vec::new(),
                 timers: Vec::new(),
+                compressed_lately: false,
             }),
         })
     }
@@ -180,7 +202,7 @@ impl WsProtocol {
         {
             let mut c = this.lock(py)?;
             let mut pos = 0;
-            while pos < data.len() && !c.lost && c.closing != Closing::Done {
+            while pos < data.len() && !c.lost && c.closing != Closing::Done && c.failing.is_none() {
                 let rest = data.get(pos..).unwrap_or_default();
                 match c.reader.feed(rest) {
                     Ok((n, msg)) => {
@@ -190,8 +212,12 @@ impl WsProtocol {
                             None => break,
                         }
                     }
+                    // The messages before the bad frame were handed to the application: it
+                    // answers them in its next step, before the connection fails (Autobahn's
+                    // strict behaviour: the echo of a message arrives before the close).
                     Err(e) => {
-                        this.fail(py, &mut c, e.code, e.reason, &mut out)?;
+                        c.failing = Some(e);
+                        out.push(Out::FailSoon);
                         break;
                     }
                 }
@@ -303,7 +329,7 @@ impl WsProtocol {
             } else if let Some((code, reason)) = &c.ended {
                 Received::Now(this.iface.disconnect(py, *code, reason)?)
             } else {
-                let fut = this.lp.call_method0(py, intern!(py, "create_future"))?;
+                let fut = create_future(this.lp.bind(py))?.unbind();
                 c.waiters.push(fut.clone_ref(py));
                 Received::Wait(fut)
             }
@@ -313,30 +339,44 @@ impl WsProtocol {
     }
 
     /// Send a message; `Ok(Some(fut))`: writing is paused, wait for `fut` before the next.
-    pub fn send(slf: &Bound<'_, Self>, data: &[u8], text: bool) -> PyResult<Result<Option<Py<PyAny>>, SendError>> {
+    pub fn send(slf: &Bound<'_, Self>, payload: Payload<'_>) -> PyResult<Result<Option<Py<PyAny>>, SendError>> {
         let py = slf.py();
         let this = slf.get();
-        let frame = {
-            let mut c = this.lock(py)?;
+        let out = {
+            let mut guard = this.lock(py)?;
+            let c = &mut *guard;
             if c.lost || c.closing != Closing::Open {
                 return Ok(Err(SendError::Closed));
             }
-            let opcode = if text { OpCode::Text } else { OpCode::Binary };
-            let mut frame = Vec::with_capacity(data.len() + 14);
+            let (data, opcode) = match &payload {
+                Payload::Text(t) => (t.as_bytes(), OpCode::Text),
+                Payload::Binary(b) => (b.as_bytes(), OpCode::Binary),
+            };
+            let mut frame = Vec::with_capacity(data.len().min(BY_REFERENCE) + MAX_HEADER_LEN);
             match c.deflater.as_mut().filter(|d| d.worth_compressing(data.len())) {
                 Some(deflater) => {
-                    let mut payload = Vec::with_capacity(data.len() / 2 + 16);
-                    deflater.compress(data, &mut payload);
-                    write_frame(&mut frame, opcode, true, &payload);
+                    c.compressed_lately = true;
+                    let mut compressed = Vec::with_capacity(data.len() / 2 + 16);
+                    deflater.compress(data, &mut compressed);
+                    write_frame(&mut frame, opcode, true, &compressed);
+                    Out::Write(frame)
                 }
-                None => write_frame(&mut frame, opcode, false, data),
+                None => match payload {
+                    Payload::Binary(ref b) if data.len() > BY_REFERENCE => {
+                        write_header(&mut frame, true, false, opcode, data.len());
+                        Out::WriteHeaded(frame, b.clone().unbind())
+                    }
+                    _ => {
+                        write_frame(&mut frame, opcode, false, data);
+                        Out::Write(frame)
+                    }
+                },
             }
-            frame
         };
-        Self::run(slf, vec![Out::Write(frame)])?;
+        Self::run(slf, vec![out])?;
         let mut c = this.lock(py)?;
         if c.writing_paused && !c.lost {
-            let fut = this.lp.call_method0(py, intern!(py, "create_future"))?;
+            let fut = create_future(this.lp.bind(py))?.unbind();
             c.drain_waiters.push(fut.clone_ref(py));
             return Ok(Ok(Some(fut)));
         }
@@ -383,6 +423,13 @@ impl WsProtocol {
             }
             match timer {
                 Timer::Ping if c.closing == Closing::Open => {
+                    // A connection that sent nothing compressed for a whole interval gives its
+                    // compressor's memory back (about 300 KiB); the next message makes a new one.
+                    if !std::mem::take(&mut c.compressed_lately) {
+                        if let Some(d) = c.deflater.as_mut() {
+                            d.release();
+                        }
+                    }
                     let mut frame = Vec::new();
                     write_frame(&mut frame, OpCode::Ping, false, b"swordfish");
                     out.push(Out::Write(frame));
@@ -413,7 +460,13 @@ impl WsProtocol {
         for o in out {
             let r: PyResult<()> = (|| {
                 match o {
-                    Out::Write(data) => this.write(py, data)?,
+                    Out::Write(data) => this.write(py, Held::Owned(data), Some(Hold::IfSmall))?,
+                    Out::WriteHeaded(header, payload) => {
+                        // One vectored write: the header waits for its payload, which goes by
+                        // reference.
+                        this.write(py, Held::Owned(header), Some(Hold::Iteration))?;
+                        this.write(py, Held::Shared(payload.into_bound(py)), None)?;
+                    }
                     Out::Close | Out::Abort | Out::PauseReading | Out::ResumeReading => {
                         let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
@@ -454,6 +507,9 @@ impl WsProtocol {
                     Out::Ended => {
                         this.owner.call_method0(py, intern!(py, "_upgrade_ended"))?;
                     }
+                    Out::FailSoon => {
+                        this.lp.call_method1(py, intern!(py, "call_soon"), (slf.getattr(intern!(py, "_fail"))?,))?;
+                    }
                 }
                 Ok(())
             })();
@@ -467,10 +523,10 @@ impl WsProtocol {
         Ok(())
     }
 
-    /// To swordfish's socket transport without a Python call, held for the end of the loop
-    /// iteration while small (the frames of many connections then leave together, as the
-    /// HTTP connection's small responses do); else through the transport's `write`.
-    fn write(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<()> {
+    /// Frames to swordfish's socket transport go to its queue without a Python call, held for
+    /// the end of the loop iteration while small (the frames of many connections then leave
+    /// together, as the HTTP connection's small responses do); other transports get `write`.
+    fn write(&self, py: Python<'_>, data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
         let (core, transport) = {
             let c = self.lock(py)?;
             if c.lost {
@@ -478,13 +534,11 @@ impl WsProtocol {
             }
             (c.core.as_ref().map(|t| t.clone_ref(py)), c.transport.as_ref().map(|t| t.clone_ref(py)))
         };
-        if let Some(core) = core {
-            return StreamCore::write_deferred(core.bind(py), Held::Owned(data), Hold::IfSmall);
-        }
-        if let Some(t) = transport {
-            t.call_method1(py, intern!(py, "write"), (PyBytes::new(py, &data),))?;
-        }
-        Ok(())
+        let write = match (&core, transport) {
+            (None, Some(t)) => Some(t.getattr(py, intern!(py, "write"))?),
+            _ => None,
+        };
+        write_via(py, core, write, data, hold)
     }
 }
 
@@ -552,6 +606,22 @@ impl WsProtocol {
 
     fn _on_close_timeout(slf: &Bound<'_, Self>) -> PyResult<()> {
         Self::on_timer(slf, Timer::Close)
+    }
+
+    /// Fail the connection for the input error kept in `failing`.
+    fn _fail(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut out = Vec::new();
+        {
+            let mut c = this.lock(py)?;
+            if let Some(e) = c.failing.take() {
+                if !c.lost {
+                    this.fail(py, &mut c, e.code, e.reason, &mut out)?;
+                }
+            }
+        }
+        Self::run(slf, out)
     }
 
     /// Graceful shutdown: close with 1001 (going away).

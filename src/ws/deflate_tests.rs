@@ -3,8 +3,19 @@
 
 use super::*;
 
+/// A server that asks for a 12-bit window (as the `websockets` library's does), so that the
+/// responses show the parameter; the default's own test is `the_default_takes_the_full_window`.
 fn default_config() -> ServerConfig {
-    ServerConfig::default()
+    ServerConfig { server_max_window_bits: 12, ..ServerConfig::default() }
+}
+
+#[test]
+fn the_default_takes_the_full_window() {
+    let config = ServerConfig::default();
+    assert_eq!(response_with("permessage-deflate", &config).as_deref(), Some("permessage-deflate"));
+    let (n, response) = negotiate(["permessage-deflate; client_max_window_bits"], &config).expect("accepted");
+    assert_eq!(response, "permessage-deflate");
+    assert_eq!((n.server_max_window_bits, n.client_max_window_bits), (15, 15));
 }
 
 fn negotiated(server_bits: u8, client_bits: u8, no_takeover: bool) -> Negotiated {
@@ -381,6 +392,24 @@ fn round_trip_with_context_takeover() {
     assert!(repeat.len() * 10 < payloads[5].len(), "{} vs {}", repeat.len(), payloads[5].len());
     assert_eq!(inflate_whole(&mut inflater, &repeat, usize::MAX).unwrap(), messages[5]);
     assert!(deflater.compressor.is_some() && inflater.decompressor.is_some());
+}
+
+#[test]
+fn a_released_compressor_starts_afresh_within_the_clients_context() {
+    let agreed = negotiated(15, 15, false);
+    let (mut deflater, mut inflater) = (Deflater::new(&agreed), Inflater::new(&agreed));
+    let message = json_message(4000, 1);
+    let first = compressed(&mut deflater, &message);
+    assert_eq!(inflate_whole(&mut inflater, &first, usize::MAX).unwrap(), message);
+    deflater.release();
+    assert!(deflater.compressor.is_none());
+    // The client's inflater keeps its window; the fresh stream refers to none of it.
+    let again = compressed(&mut deflater, &message);
+    assert!(again.len() * 2 > first.len(), "no reference to what the released compressor sent");
+    assert_eq!(inflate_whole(&mut inflater, &again, usize::MAX).unwrap(), message);
+    let repeat = compressed(&mut deflater, &message);
+    assert!(repeat.len() * 10 < first.len(), "the new compressor's own history is used");
+    assert_eq!(inflate_whole(&mut inflater, &repeat, usize::MAX).unwrap(), message);
 }
 
 #[test]

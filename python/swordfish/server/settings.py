@@ -233,7 +233,7 @@ SETTINGS = [
       least=0, least_allowed=False, none_as="none"),
     S("ws_ping_timeout", float, 20.0, "seconds a WebSocket ping waits for its pong before the server "
       "closes with 1011 (none: it waits for ever)", least=0, least_allowed=False, none_as="none"),
-    S("ws_per_message_deflate", bool, True, "offer the permessage-deflate WebSocket extension"),
+    S("ws_per_message_deflate", bool, True, "accept a client's permessage-deflate offer (compressed WebSocket messages)"),
 ]
 del S
 

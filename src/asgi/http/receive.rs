@@ -2,6 +2,7 @@
 //! `http.disconnect`.
 
 use super::super::ready;
+use crate::event_loop::create_future;
 use crate::http::conn::{Act, Expect};
 use crate::http::protocol::HttpProtocol;
 use pyo3::intern;
@@ -59,7 +60,7 @@ pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<
     if let Some(msg) = immediate {
         return ready(py, msg);
     }
-    let fut = this.state.get().lp.call_method0(py, intern!(py, "create_future"))?;
+    let fut = create_future(this.state.get().lp.bind(py))?.unbind();
     let mut c = this.lock(py)?;
     match c.current(gen) {
         Some(req) => {
