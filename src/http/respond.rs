@@ -113,7 +113,13 @@ impl HttpProtocol {
             return Ok(Err(RespondError::Gone));
         }
         let state = self.state.get();
+        let closing = c.closing();
         let Some(req) = c.current(gen) else { return Ok(Err(RespondError::Finished)) };
+        if closing && req.complete() {
+            // The connection answered for the application (a refused body) and is closing:
+            // nothing more reaches the client.
+            return Ok(Err(RespondError::Gone));
+        }
         let mut done = false;
         let mut error = None;
         let mut file = None;
