@@ -54,6 +54,20 @@ pub fn is_exit(py: Python<'_>, err: &PyErr) -> bool {
     err.is_instance_of::<PyKeyboardInterrupt>(py) || err.is_instance_of::<PySystemExit>(py)
 }
 
+/// A step of a protocol's collected work failed: reported as unraisable (on behalf of
+/// `obj`) so that the next step still runs, except KeyboardInterrupt and SystemExit, which
+/// go on out.
+pub fn report_step(py: Python<'_>, result: PyResult<()>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    match result {
+        Err(e) if is_exit(py, &e) => Err(e),
+        Err(e) => {
+            e.write_unraisable(py, Some(obj));
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}
+
 /// `OSError(errno, strerror)`: Python picks the subclass (PermissionError, …) from errno.
 pub fn os_error(py: Python<'_>, err: std::io::Error) -> PyErr {
     match err.raw_os_error() {

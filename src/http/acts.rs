@@ -5,7 +5,7 @@
 use super::conn::Act;
 use super::protocol::HttpProtocol;
 use crate::clock::coarse_monotonic;
-use crate::pyutil::is_exit;
+use crate::pyutil::report_step;
 use crate::transport::stream::{write_via, Held, Hold};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -90,12 +90,7 @@ impl HttpProtocol {
                 }
                 Ok(())
             })();
-            if let Err(e) = r {
-                if is_exit(py, &e) {
-                    return Err(e);
-                }
-                e.write_unraisable(py, Some(slf.as_any()));
-            }
+            report_step(py, r, slf.as_any())?;
         }
         Ok(())
     }

@@ -149,6 +149,11 @@ impl HttpServerState {
 }
 
 impl HttpServerState {
+    /// A plain-text reply the server makes itself, with its `date` and `server` fields.
+    pub fn simple_response(&self, status: u16, head_method: bool, extra: &[u8]) -> Vec<u8> {
+        super::response::simple_response(status, head_method, self.date_header, self.server_header.as_deref(), extra)
+    }
+
     /// The rules every response head follows.
     pub fn head_rules(&self) -> super::head::HeadRules<'_> {
         super::head::HeadRules {

@@ -10,7 +10,7 @@
 use super::config::HttpServerState;
 use super::conn::{Act, BodyState, Conn, Expect, Phase, Reading, Request, TimerKind, Writing};
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
-use super::response::{reason, simple_response};
+use super::response::reason;
 use crate::clock::{coarse_monotonic, coarse_resolution, monotonic};
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::StreamCore;
@@ -98,13 +98,7 @@ impl HttpProtocol {
         let response_started = c.req.as_ref().is_some_and(|r| r.writing.head_written());
         if !response_started {
             let head_method = c.req.as_ref().map_or(head_method, |r| r.head_method);
-            acts.push(Act::Write(simple_response(
-                status,
-                head_method,
-                state.date_header,
-                state.server_header.as_deref(),
-                extra,
-            )));
+            acts.push(Act::Write(state.simple_response(status, head_method, extra)));
             if state.access_log.is_some() {
                 let size = if head_method { 0 } else { reason(status).len() as u64 };
                 let line = match c.req.as_mut() {

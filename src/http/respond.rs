@@ -8,7 +8,7 @@ use super::conn::{Act, Conn, Expect, Reading, TimerKind, Writing};
 use super::encode::{EncodeError, Encoder};
 use super::head::{frame_head, Framing, ResponseHead};
 use super::protocol::HttpProtocol;
-use super::response::{bodiless, push_decimal, reason, simple_response};
+use super::response::{bodiless, push_decimal, reason};
 use crate::clock::monotonic;
 use crate::event_loop::create_future;
 use crate::transport::stream::Hold;
@@ -170,13 +170,7 @@ impl HttpProtocol {
                         if fresh {
                             req.status = 500;
                             req.sent = if req.head_method { 0 } else { reason(500).len() as u64 };
-                            acts.push(Act::Write(simple_response(
-                                500,
-                                req.head_method,
-                                state.date_header,
-                                state.server_header.as_deref(),
-                                b"",
-                            )));
+                            acts.push(Act::Write(state.simple_response(500, req.head_method, b"")));
                         }
                     }
                     Ok(framed) => {
@@ -408,13 +402,7 @@ impl HttpProtocol {
                     }
                     let head_written = req.writing.head_written();
                     if !head_written && !lost {
-                        acts.push(Act::Write(simple_response(
-                            500,
-                            req.head_method,
-                            state.date_header,
-                            state.server_header.as_deref(),
-                            b"",
-                        )));
+                        acts.push(Act::Write(state.simple_response(500, req.head_method, b"")));
                     }
                     // The request gets its access-log line even though its response is a 500
                     // or was cut short (not when the client left before anything was sent).

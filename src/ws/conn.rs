@@ -9,7 +9,7 @@ use super::deflate::{Deflater, Inflater, Negotiated};
 use super::frame::{write_close_frame, write_frame, write_header, OpCode, ProtocolError, MAX_HEADER_LEN};
 use super::reader::{Message, MessageReader};
 use crate::event_loop::create_future;
-use crate::pyutil::is_exit;
+use crate::pyutil::report_step;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::{write_via, Held, Hold, StreamCore};
 use pyo3::prelude::*;
@@ -513,12 +513,7 @@ impl WsProtocol {
                 }
                 Ok(())
             })();
-            if let Err(e) = r {
-                if is_exit(py, &e) {
-                    return Err(e);
-                }
-                e.write_unraisable(py, Some(slf.as_any()));
-            }
+            report_step(py, r, slf.as_any())?;
         }
         Ok(())
     }
