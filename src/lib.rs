@@ -14,6 +14,8 @@ mod sock_ops;
 mod spare;
 mod sync;
 mod tasks;
+#[cfg(test)]
+mod testing;
 mod timers;
 mod transport;
 mod ws;

@@ -2,6 +2,7 @@
 //! tests/test_http_corpus.py.
 
 use super::*;
+use crate::testing::Rng;
 
 const LIMITS: Limits = Limits { request_line: 100, header_size: 200, header_count: 5, body_size: 1000 };
 
@@ -259,22 +260,6 @@ fn chunked_body_does_not_depend_on_how_it_arrives() {
         for cut in 1..raw.len() {
             assert_eq!(decode_in_pieces(raw, &[cut]), whole, "cut at {cut}: {name:?}");
         }
-    }
-}
-
-/// A small deterministic generator for the mutation tests (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
     }
 }
 

@@ -2,22 +2,7 @@
 //! unmasking against a byte-at-a-time reference, encoding, and close payloads.
 
 use super::*;
-
-/// A small deterministic PRNG (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use crate::testing::Rng;
 
 /// How a test frame encodes its payload length; `Minimal` as a sender must, the others as a
 /// lax sender may.

@@ -3,22 +3,8 @@
 //! runs showing that how the bytes are chunked never changes the outcome.
 
 use super::*;
+use crate::testing::Rng;
 use std::sync::{Arc, Mutex};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// A masked client frame; `lax`: encode the length in 8 bytes whatever it is.
 fn frame_with(first: u8, payload: &[u8], key: [u8; 4], lax: bool) -> Vec<u8> {
