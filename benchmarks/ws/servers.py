@@ -15,6 +15,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from proctree import tree  # noqa: E402  (shared with the other suites)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 APPS = os.path.join(HERE, "apps")
@@ -78,25 +81,6 @@ def child_env():
     return env
 
 
-def _tree(pid):
-    """pid and all its descendants (from /proc)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(children.get(p, ()))
-    return found
-
 
 class ServerFailed(Exception):
     """The server did not start, or died."""
@@ -143,7 +127,7 @@ class Server:
         """CPU time of the process tree's live threads, from schedstat (nanoseconds: the
         10 ms ticks of /proc/PID/stat are too coarse for a fast server's short run)."""
         total = 0
-        for p in _tree(self.proc.pid):
+        for p in tree(self.proc.pid):
             try:
                 tasks = os.listdir(f"/proc/{p}/task")
             except OSError:
@@ -160,7 +144,7 @@ class Server:
         """Resident memory of the process tree (granian and hypercorn run a worker
         process under a supervisor)."""
         total = 0
-        for p in _tree(self.proc.pid):
+        for p in tree(self.proc.pid):
             try:
                 with open(f"/proc/{p}/status") as f:
                     for line in f:
