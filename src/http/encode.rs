@@ -68,15 +68,6 @@ impl Encoder {
             }
         }
     }
-
-    pub fn is_chunked(&self) -> bool {
-        matches!(self, Encoder::Chunked)
-    }
-
-    /// Whether the body's end is the end of the connection.
-    pub fn closes(&self) -> bool {
-        matches!(self, Encoder::CloseDelimited)
-    }
 }
 
 #[cfg(test)]
@@ -116,7 +107,6 @@ mod tests {
         out.clear();
         enc.end(b"x-sum: 1\r\n", &mut out).unwrap();
         assert_eq!(out, b"0\r\nx-sum: 1\r\n\r\n");
-        assert!(enc.is_chunked() && !enc.closes());
     }
 
     #[test]
@@ -126,6 +116,5 @@ mod tests {
         assert_eq!(enc.end(b"x: 1\r\n", &mut Vec::new()), Ok(()));
         let mut enc = Encoder::CloseDelimited;
         assert_eq!(frame(&mut enc, b"as is").unwrap(), b"as is");
-        assert!(enc.closes());
     }
 }
