@@ -1,6 +1,7 @@
 //! swordfish's native core: the event loop's scheduling, timers and I/O reactor, the
 //! transports, the HTTP/1.1 connection and the ASGI interface.
 
+mod allocator;
 mod asgi;
 mod call_args;
 mod clock;
@@ -52,5 +53,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tasks::register(m)?;
     m.add_function(wrap_pyfunction!(monotonic, m)?)?;
     m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;
+    m.add_function(wrap_pyfunction!(allocator::tune_allocator, m)?)?;
     Ok(())
 }

@@ -32,10 +32,10 @@ impl WsInterface for AsgiMessages {
         Ok(d.into_any().unbind())
     }
 
-    fn bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<Py<PyAny>> {
+    fn bytes(&self, py: Python<'_>, data: Py<PyBytes>) -> PyResult<Py<PyAny>> {
         let d = PyDict::new(py);
         d.set_item(intern!(py, "type"), intern!(py, "websocket.receive"))?;
-        d.set_item(intern!(py, "bytes"), PyBytes::new(py, data))?;
+        d.set_item(intern!(py, "bytes"), data)?;
         Ok(d.into_any().unbind())
     }
 

@@ -1,5 +1,5 @@
 //! What the transports share for talking to Python: buffer views over bytes-like objects,
-//! reads into new bytes objects (through the loop's kept read buffer), and running protocol
+//! reads into new bytes objects or native protocols (through the loop's kept read buffer), and running protocol
 //! callbacks inside a `contextvars.Context`.
 
 use crate::event_loop::LoopCore;
@@ -55,6 +55,33 @@ pub fn read_into_bytes<'py>(
         return Ok(Ok(data));
     }
     shrink(py, buf, n).map(Ok)
+}
+
+/// Read at most `max` bytes into the loop's kept read buffer and hand them to `take` as a
+/// slice, for a native protocol that parses them where they are: no bytes object per read,
+/// and a buffer on the heap large enough that a 64 KiB WebSocket frame and its header come
+/// in one read. `Ok(Err)` is the system call's error, an empty slice end-of-file.
+pub fn read_into_slice<R>(
+    lp: &LoopCore,
+    py: Python<'_>,
+    max: usize,
+    mut read: impl FnMut(*mut libc::c_void, usize) -> isize,
+    take: impl FnOnce(&[u8]) -> R,
+) -> PyResult<io::Result<R>> {
+    let buf = match lp.recv_buffer(py).filter(|b| b.as_bytes().len() >= max) {
+        Some(b) => b,
+        None => new_bytes(py, max)?,
+    };
+    // SAFETY: nobody else refers to `buf` (new, or taken out of the loop's keeping, so that a
+    // read made while `take` runs gets a buffer of its own); it holds at least `max` bytes.
+    let ptr = unsafe { ffi::PyBytes_AsString(buf.as_ptr()) };
+    let result = retry_eintr(|| read(ptr.cast(), max)).map(|n| {
+        // SAFETY: the read wrote the first n bytes, and nothing else writes them while the
+        // slice lives.
+        take(unsafe { std::slice::from_raw_parts(ptr as *const u8, n) })
+    });
+    keep(lp, py, buf);
+    Ok(result)
 }
 
 /// Give the read buffer back to the loop, unless it is too large to keep.

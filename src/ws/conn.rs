@@ -7,6 +7,7 @@
 
 use super::deflate::{Deflater, Inflater, Negotiated};
 use super::frame::{write_close_frame, write_frame, write_header, OpCode, ProtocolError, MAX_HEADER_LEN};
+use super::payload::BytesPayload;
 use super::reader::{Message, MessageReader};
 use crate::event_loop::create_future;
 use crate::pyutil::report_step;
@@ -28,7 +29,7 @@ pub const CLOSE_NO_STATUS: u16 = 1005;
 /// How the application's side of a connection is spoken to.
 pub trait WsInterface: Send + Sync + 'static {
     fn text(&self, py: Python<'_>, text: &str) -> PyResult<Py<PyAny>>;
-    fn bytes(&self, py: Python<'_>, data: &[u8]) -> PyResult<Py<PyAny>>;
+    fn bytes(&self, py: Python<'_>, data: Py<PyBytes>) -> PyResult<Py<PyAny>>;
     fn disconnect(&self, py: Python<'_>, code: u16, reason: &str) -> PyResult<Py<PyAny>>;
 }
 
@@ -67,7 +68,7 @@ enum Timer {
 struct WsConn {
     transport: Option<Py<PyAny>>,
     core: Option<Py<StreamCore>>,
-    reader: MessageReader,
+    reader: MessageReader<BytesPayload>,
     deflater: Option<Deflater>,
     closing: Closing,
     lost: bool,
@@ -226,14 +227,20 @@ impl WsProtocol {
         Self::run(slf, out)
     }
 
-    fn on_message(&self, py: Python<'_>, c: &mut WsConn, msg: Message, out: &mut Vec<Out>) -> PyResult<()> {
+    fn on_message(
+        &self,
+        py: Python<'_>,
+        c: &mut WsConn,
+        msg: Message<BytesPayload>,
+        out: &mut Vec<Out>,
+    ) -> PyResult<()> {
         match msg {
             Message::Text(text) => {
                 let m = self.iface.text(py, &text)?;
                 self.deliver(py, c, m, out);
             }
             Message::Binary(data) => {
-                let m = self.iface.bytes(py, &data)?;
+                let m = self.iface.bytes(py, data.into_bytes())?;
                 self.deliver(py, c, m, out);
             }
             Message::Ping(payload) => {

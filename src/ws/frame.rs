@@ -1,6 +1,7 @@
 //! The RFC 6455 §5 frame codec: parsing and checking the header of a frame a client sent,
 //! unmasking its payload, and encoding the server's own (unmasked) frames and close payloads.
 
+use std::mem::MaybeUninit;
 use std::fmt;
 
 /// Normal closure (RFC 6455 §7.4.1).
@@ -202,6 +203,41 @@ pub fn unmask(data: &mut [u8], key: [u8; 4], offset: usize) {
     // The tail starts at a multiple of 8 from data[0], so the rotated key still lines up.
     for (byte, k) in words.into_remainder().iter_mut().zip(key.iter().cycle()) {
         *byte ^= k;
+    }
+}
+
+/// Unmask `src` into `dst` (the same length) in one pass, for a payload copied out of the
+/// read buffer: `offset` as for `unmask`. `dst` may be uninitialised; all of it is written.
+pub fn unmask_into(dst: &mut [MaybeUninit<u8>], src: &[u8], key: [u8; 4], offset: usize) {
+    let mut key = key;
+    key.rotate_left(offset % 4);
+    let [k0, k1, k2, k3] = key;
+    let word = u64::from_ne_bytes([k0, k1, k2, k3, k0, k1, k2, k3]);
+    let mut out = dst.chunks_exact_mut(8);
+    let mut words = src.chunks_exact(8);
+    for (to, from) in (&mut out).zip(&mut words) {
+        if let Ok(bytes) = <[u8; 8]>::try_from(from) {
+            let masked = (u64::from_ne_bytes(bytes) ^ word).to_ne_bytes();
+            for (slot, byte) in to.iter_mut().zip(masked) {
+                slot.write(byte);
+            }
+        }
+    }
+    let tail = words.remainder().iter().zip(key.iter().cycle());
+    for (slot, (byte, k)) in out.into_remainder().iter_mut().zip(tail) {
+        slot.write(byte ^ k);
+    }
+}
+
+/// Append `src` unmasked to `out` (`offset` as for `unmask`).
+pub fn extend_unmasked(out: &mut Vec<u8>, src: &[u8], key: [u8; 4], offset: usize) {
+    out.reserve(src.len());
+    let start = out.len();
+    if let Some(spare) = out.spare_capacity_mut().get_mut(..src.len()) {
+        unmask_into(spare, src, key, offset);
+        // SAFETY: `reserve` made room for `src.len()` more bytes and `unmask_into` has just
+        // written every one of the `src.len()` bytes after the current length.
+        unsafe { out.set_len(start + src.len()) };
     }
 }
 

@@ -160,6 +160,12 @@ fn unmask_matches_bytewise_reference() {
         unmask(&mut fast, key, offset);
         naive_unmask(&mut slow, key, offset);
         assert_eq!(fast, slow, "len {len} offset {offset}");
+        // The copying form, appended after bytes already there.
+        let mut appended = vec![7u8; rng.below(5)];
+        let before = appended.clone();
+        extend_unmasked(&mut appended, &data, key, offset);
+        assert_eq!(&appended[..before.len()], &before[..]);
+        assert_eq!(&appended[before.len()..], &slow[..], "len {len} offset {offset}");
     }
 }
 

@@ -1,11 +1,13 @@
 //! WebSocket (RFC 6455, RFC 7692): the pure protocol parts — frame codec (`frame`), the
 //! opening handshake (`handshake`), message assembly with its checks (`reader`) and
-//! permessage-deflate (`deflate`) — and the connection that runs them on the loop thread.
+//! permessage-deflate (`deflate`) — and the connection that runs them on the loop thread
+//! (`conn`, which assembles binary messages in Python `bytes`: `payload`).
 
 pub mod conn;
 pub mod deflate;
 pub mod frame;
 pub mod handshake;
+pub mod payload;
 pub mod reader;
 
 /// Why inflating a compressed message stopped.

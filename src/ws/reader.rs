@@ -6,11 +6,39 @@
 use super::frame::{self, FrameHeader, OpCode, ProtocolError, MAX_HEADER_LEN};
 use super::{Inflate, InflateError};
 
+/// Where a binary message sent in one frame is assembled: the reader knows its length from
+/// the header, so the server can have it written straight into the object it hands the
+/// application (a `bytes`) instead of copied there afterwards.
+pub trait BinaryPayload: Sized {
+    /// Room for a `len`-byte payload, which `write_unmasked` then fills front to back; `None`
+    /// to assemble it in a `Vec` and take it with `from_vec`.
+    fn with_len(len: usize) -> Option<Self>;
+    /// Unmask `src` (masked with `key` from the payload's start) into bytes `at..`.
+    fn write_unmasked(&mut self, at: usize, src: &[u8], key: [u8; 4]);
+    /// A payload assembled in a `Vec` (a fragmented message).
+    fn from_vec(data: Vec<u8>) -> Self;
+}
+
+impl BinaryPayload for Vec<u8> {
+    fn with_len(len: usize) -> Option<Self> {
+        Some(Vec::with_capacity(len))
+    }
+
+    fn write_unmasked(&mut self, at: usize, src: &[u8], key: [u8; 4]) {
+        debug_assert_eq!(at, self.len());
+        frame::extend_unmasked(self, src, key, at);
+    }
+
+    fn from_vec(data: Vec<u8>) -> Self {
+        data
+    }
+}
+
 /// What the client sent: a whole data message or a control frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Message {
+pub enum Message<B = Vec<u8>> {
     Text(String),
-    Binary(Vec<u8>),
+    Binary(B),
     Ping(Vec<u8>),
     Pong(Vec<u8>),
     /// The client's close frame; `code` is `None` for an empty payload (reason then empty).
@@ -45,7 +73,7 @@ struct Frame {
 
 /// Turns the bytes a client sends into `Message`s. After a close frame it discards what
 /// follows; after an error it repeats that error.
-pub struct MessageReader {
+pub struct MessageReader<B: BinaryPayload = Vec<u8>> {
     max_size: usize,
     inflater: Option<Box<dyn Inflate + Send>>,
     /// A frame header arriving in pieces.
@@ -55,6 +83,8 @@ pub struct MessageReader {
     partial: Option<Partial>,
     /// The data message's payload so far: unmasked, inflated if it was compressed.
     data: Vec<u8>,
+    /// Instead of `data`: a binary message in one uncompressed frame, in its final place.
+    whole: Option<B>,
     /// `data[..utf8_checked]` is valid UTF-8 ending at a character boundary (text messages).
     utf8_checked: usize,
     /// A control frame's payload so far.
@@ -63,7 +93,7 @@ pub struct MessageReader {
     failed: Option<ProtocolError>,
 }
 
-impl MessageReader {
+impl<B: BinaryPayload> MessageReader<B> {
     /// `max_size`: the largest data message (after inflating), in bytes (1009 past it).
     /// `inflater`: permessage-deflate was negotiated; frames with RSV1 are refused without it.
     pub fn new(max_size: usize, inflater: Option<Box<dyn Inflate + Send>>) -> Self {
@@ -75,6 +105,7 @@ impl MessageReader {
             frame: None,
             partial: None,
             data: Vec::new(),
+            whole: None,
             utf8_checked: 0,
             control: Vec::new(),
             closed: false,
@@ -87,7 +118,7 @@ impl MessageReader {
     /// `input` was consumed (and buffered) without completing one, so call again while input
     /// remains and a message came back. An error carries the close code to fail the
     /// connection with; the reader then keeps returning it.
-    pub fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Message>), ProtocolError> {
+    pub fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Message<B>>), ProtocolError> {
         if let Some(err) = self.failed {
             return Err(err);
         }
@@ -98,6 +129,7 @@ impl MessageReader {
         if let Err(err) = result {
             self.failed = Some(err);
             self.data = Vec::new();
+            self.whole = None;
             self.control = Vec::new();
         }
         result
@@ -117,7 +149,7 @@ impl MessageReader {
         self.closed
     }
 
-    fn advance(&mut self, input: &[u8]) -> Result<(usize, Option<Message>), ProtocolError> {
+    fn advance(&mut self, input: &[u8]) -> Result<(usize, Option<Message<B>>), ProtocolError> {
         let mut used = 0;
         loop {
             let rest = input.get(used..).unwrap_or_default();
@@ -174,6 +206,9 @@ impl MessageReader {
                 self.partial = Some(Partial { text, compressed: header.rsv1 });
                 self.data.clear();
                 self.utf8_checked = 0;
+                if !text && header.fin && !header.rsv1 && len <= RESERVE_AHEAD as u64 {
+                    self.whole = usize::try_from(len).ok().and_then(B::with_len);
+                }
             }
             OpCode::Continuation => {
                 if self.partial.is_none() {
@@ -234,13 +269,11 @@ impl MessageReader {
                 self.check_utf8(false)?;
                 left = later;
             }
+        } else if let Some(whole) = self.whole.as_mut() {
+            whole.write_unmasked(frame.received as usize, piece, frame.key);
         } else {
             self.reserve_data(take);
-            let start = self.data.len();
-            self.data.extend_from_slice(piece);
-            if let Some(new) = self.data.get_mut(start..) {
-                frame::unmask(new, frame.key, offset);
-            }
+            frame::extend_unmasked(&mut self.data, piece, frame.key, offset);
             self.check_utf8(false)?;
         }
         if let Some(current) = self.frame.as_mut() {
@@ -280,7 +313,7 @@ impl MessageReader {
     }
 
     /// A frame's payload is complete: return the control frame, or the message it ended.
-    fn finish_frame(&mut self, frame: Frame) -> Result<Option<Message>, ProtocolError> {
+    fn finish_frame(&mut self, frame: Frame) -> Result<Option<Message<B>>, ProtocolError> {
         match frame.opcode {
             OpCode::Ping => return Ok(Some(Message::Ping(std::mem::take(&mut self.control)))),
             OpCode::Pong => return Ok(Some(Message::Pong(std::mem::take(&mut self.control)))),
@@ -290,6 +323,7 @@ impl MessageReader {
                 self.closed = true;
                 self.partial = None;
                 self.data = Vec::new();
+                self.whole = None;
                 self.control = Vec::new();
                 return Ok(Some(message));
             }
@@ -308,7 +342,11 @@ impl MessageReader {
         self.check_utf8(true)?;
         self.partial = None;
         if !partial.text {
-            return Ok(Some(Message::Binary(std::mem::take(&mut self.data))));
+            let payload = match self.whole.take() {
+                Some(whole) => whole,
+                None => B::from_vec(std::mem::take(&mut self.data)),
+            };
+            return Ok(Some(Message::Binary(payload)));
         }
         let bytes = std::mem::take(&mut self.data);
         if partial.compressed {

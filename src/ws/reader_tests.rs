@@ -6,6 +6,9 @@ use super::*;
 use crate::testing::Rng;
 use std::sync::{Arc, Mutex};
 
+/// The reader with its payloads in `Vec`s (the server's assembles binary ones in `bytes`).
+type Reader = MessageReader;
+
 /// A masked client frame; `lax`: encode the length in 8 bytes whatever it is.
 fn frame_with(first: u8, payload: &[u8], key: [u8; 4], lax: bool) -> Vec<u8> {
     let len = payload.len();
@@ -56,7 +59,7 @@ impl Inflate for Corrupt {
 
 fn compressing(max_size: usize) -> (MessageReader, CallLog) {
     let log = Arc::new(Mutex::new(Vec::new()));
-    (MessageReader::new(max_size, Some(Box::new(Identity(log.clone())))), log)
+    (Reader::new(max_size, Some(Box::new(Identity(log.clone())))), log)
 }
 
 /// Feed `input` in chunks of the sizes `chunk` gives, collecting messages until an error.
@@ -99,7 +102,7 @@ fn text(s: &str) -> Message {
 fn single_frame_messages() {
     let big = vec![7u8; 70_000];
     let input = [frame(0x81, "héllo".as_bytes()), frame(0x82, &big), frame(0x82, b""), frame(0x81, b"")].concat();
-    let (messages, err) = run_whole(&mut MessageReader::new(100_000, None), &input);
+    let (messages, err) = run_whole(&mut Reader::new(100_000, None), &input);
     assert_eq!(err, None);
     assert_eq!(messages, [text("héllo"), Message::Binary(big), Message::Binary(vec![]), text("")]);
 }
@@ -108,7 +111,7 @@ fn single_frame_messages() {
 fn fragments_with_control_frames_between() {
     let input =
         [frame(0x01, b"ab"), frame(0x89, b"ping"), frame(0x00, b""), frame(0x8A, b"pong"), frame(0x80, b"cd")].concat();
-    let (messages, err) = run_whole(&mut MessageReader::new(100, None), &input);
+    let (messages, err) = run_whole(&mut Reader::new(100, None), &input);
     assert_eq!(err, None);
     assert_eq!(messages, [Message::Ping(b"ping".to_vec()), Message::Pong(b"pong".to_vec()), text("abcd")]);
 }
@@ -117,13 +120,13 @@ fn fragments_with_control_frames_between() {
 fn characters_split_across_frames() {
     let smile = "😀".as_bytes();
     let input = [frame(0x01, &smile[..1]), frame(0x00, &smile[1..3]), frame(0x80, &smile[3..])].concat();
-    let (messages, err) = run_whole(&mut MessageReader::new(100, None), &input);
+    let (messages, err) = run_whole(&mut Reader::new(100, None), &input);
     assert_eq!((messages, err), (vec![text("😀")], None));
 }
 
 #[test]
 fn utf8_fails_fast_across_frames() {
-    let mut reader = MessageReader::new(1000, None);
+    let mut reader = Reader::new(1000, None);
     let first = frame(0x01, "κόσμε".as_bytes());
     assert_eq!(reader.feed(&first), Ok((first.len(), None)));
     // "μ" then an overlong encoding's first bytes, in a non-final frame: refused at once.
@@ -137,7 +140,7 @@ fn utf8_fails_fast_within_a_frame() {
     payload.extend_from_slice(b"\xed\xa0\x80"); // a surrogate
     payload.extend_from_slice(&[b'z'; 50]);
     let whole = frame(0x81, &payload);
-    let mut reader = MessageReader::new(1000, None);
+    let mut reader = Reader::new(1000, None);
     assert_eq!(reader.feed(&whole[..6 + 12]), Ok((18, None)));
     // The bad byte arrives; the frame is far from complete, yet the reader fails now.
     assert_eq!(reader.feed(&whole[18..20]).unwrap_err().code, 1007);
@@ -145,12 +148,12 @@ fn utf8_fails_fast_within_a_frame() {
 
 #[test]
 fn incomplete_character_at_message_end_is_invalid() {
-    let (_, err) = run_whole(&mut MessageReader::new(100, None), &frame(0x81, b"ok\xe2\x82"));
+    let (_, err) = run_whole(&mut Reader::new(100, None), &frame(0x81, b"ok\xe2\x82"));
     assert_eq!(err, Some(1007));
     let split = [frame(0x01, b"ok\xe2\x82"), frame(0x80, b"")].concat();
-    assert_eq!(run_whole(&mut MessageReader::new(100, None), &split).1, Some(1007));
+    assert_eq!(run_whole(&mut Reader::new(100, None), &split).1, Some(1007));
     let binary = frame(0x82, b"\xe2\x82");
-    assert_eq!(run_whole(&mut MessageReader::new(100, None), &binary).1, None);
+    assert_eq!(run_whole(&mut Reader::new(100, None), &binary).1, None);
 }
 
 #[test]
@@ -162,29 +165,29 @@ fn fragmentation_protocol_errors() {
         &[frame(0x02, b"a"), frame(0x89, b""), frame(0x02, b"b")],
     ];
     for case in cases {
-        let (_, err) = run_whole(&mut MessageReader::new(100, None), &case.concat());
+        let (_, err) = run_whole(&mut Reader::new(100, None), &case.concat());
         assert_eq!(err, Some(1002));
     }
     for bad_control in [frame(0x09, b""), frame(0x89, &[0; 126]), frame(0x88, b"\x03")] {
-        assert_eq!(run_whole(&mut MessageReader::new(100, None), &bad_control).1, Some(1002));
+        assert_eq!(run_whole(&mut Reader::new(100, None), &bad_control).1, Some(1002));
     }
 }
 
 #[test]
 fn too_big_is_refused_from_the_header() {
-    let mut reader = MessageReader::new(100, None);
+    let mut reader = Reader::new(100, None);
     let header = &frame(0x82, &[0; 101])[..8];
     assert_eq!(reader.feed(header).unwrap_err().code, 1009);
     let exact = frame(0x82, &[0; 100]);
-    assert_eq!(run_whole(&mut MessageReader::new(100, None), &exact).0.len(), 1);
-    let mut reader = MessageReader::new(100, None);
+    assert_eq!(run_whole(&mut Reader::new(100, None), &exact).0.len(), 1);
+    let mut reader = Reader::new(100, None);
     assert!(reader.feed(&frame(0x02, &[0; 60])).is_ok());
     assert_eq!(reader.feed(&frame(0x80, &[0; 41])[..6]).unwrap_err().code, 1009);
 }
 
 #[test]
 fn huge_declared_length_reserves_little() {
-    let mut reader = MessageReader::new(1 << 30, None);
+    let mut reader = Reader::new(1 << 30, None);
     let header = &frame_with(0x82, &[], [1, 2, 3, 4], true)[..];
     let mut huge = header.to_vec();
     huge[2..10].copy_from_slice(&(1u64 << 29).to_be_bytes());
@@ -196,7 +199,7 @@ fn huge_declared_length_reserves_little() {
 fn memory_stays_under_max_size_plus_a_header() {
     let max_size = 5000;
     let input = [frame(0x01, &[b'a'; 1000]), frame(0x89, b"p"), frame(0x80, &[b'b'; 4000])].concat();
-    let mut reader = MessageReader::new(max_size, None);
+    let mut reader = Reader::new(max_size, None);
     let mut most = 0;
     for chunk in input.chunks(7) {
         let mut piece = chunk;
@@ -211,14 +214,14 @@ fn memory_stays_under_max_size_plus_a_header() {
 
 #[test]
 fn close_frames() {
-    let (messages, err) = run_whole(&mut MessageReader::new(100, None), &frame(0x88, b"\x03\xe9bye"));
+    let (messages, err) = run_whole(&mut Reader::new(100, None), &frame(0x88, b"\x03\xe9bye"));
     assert_eq!((messages, err), (vec![Message::Close { code: Some(1001), reason: "bye".into() }], None));
-    let mut reader = MessageReader::new(100, None);
+    let mut reader = Reader::new(100, None);
     let (messages, _) = run_whole(&mut reader, &[frame(0x88, b""), frame(0x81, b"after"), vec![0xFF; 9]].concat());
     assert_eq!(messages, [Message::Close { code: None, reason: String::new() }]);
     assert!(reader.is_closed());
     for (payload, code) in [(&b"\x03\xed"[..], 1002), (b"\x00\x00", 1002), (b"\x03\xe8\xff", 1007)] {
-        assert_eq!(run_whole(&mut MessageReader::new(100, None), &frame(0x88, payload)).1, Some(code));
+        assert_eq!(run_whole(&mut Reader::new(100, None), &frame(0x88, payload)).1, Some(code));
     }
 }
 
@@ -238,7 +241,7 @@ fn compressed_messages_go_through_the_inflater() {
 
 #[test]
 fn rsv1_needs_negotiation_and_a_first_frame() {
-    assert_eq!(run_whole(&mut MessageReader::new(100, None), &frame(0xC1, b"x")).1, Some(1002));
+    assert_eq!(run_whole(&mut Reader::new(100, None), &frame(0xC1, b"x")).1, Some(1002));
     let continuation = [frame(0x01, b"a"), frame(0xC0, b"b")].concat();
     assert_eq!(run_whole(&mut compressing(100).0, &continuation).1, Some(1002));
     // An uncompressed message is fine on a connection that negotiated compression.
@@ -248,7 +251,7 @@ fn rsv1_needs_negotiation_and_a_first_frame() {
 #[test]
 fn inflater_errors_map_to_close_codes() {
     assert_eq!(run_whole(&mut compressing(10).0, &frame(0xC2, &[1; 11])).1, Some(1009));
-    let mut corrupt = MessageReader::new(100, Some(Box::new(Corrupt)));
+    let mut corrupt = Reader::new(100, Some(Box::new(Corrupt)));
     assert_eq!(run_whole(&mut corrupt, &frame(0xC2, b"ab")).1, Some(1007));
     assert_eq!(run_whole(&mut compressing(100).0, &frame(0xC1, b"\xff")).1, Some(1007));
 }
@@ -305,7 +308,7 @@ fn chunking_never_changes_the_outcome() {
             if compress {
                 compressing(2000).0
             } else {
-                MessageReader::new(2000, None)
+                Reader::new(2000, None)
             }
         };
         let (mut input, expected) = random_stream(&mut rng, compress);
@@ -349,7 +352,7 @@ fn random_bytes_never_panic() {
                 }
             }
         }
-        let mut reader = if round % 2 == 0 { MessageReader::new(300, None) } else { compressing(300).0 };
+        let mut reader = if round % 2 == 0 { Reader::new(300, None) } else { compressing(300).0 };
         let mut chunk_rng = Rng(round + 1);
         let _ = run(&mut reader, &input, &mut || chunk_rng.below(20));
     }

@@ -282,6 +282,7 @@ class Server:
 def run(config: Config, notify_fd=None):
     """Run a server on a new loop of the configured kind until SIGINT/SIGTERM; returns
     the exit code. notify_fd: a worker's pipe to its supervisor (see supervisor.py)."""
+    _native.tune_allocator()
     loop = config.new_event_loop()
     asyncio.set_event_loop(loop)
     server = Server(config)

@@ -23,7 +23,7 @@ use crate::event_loop::LoopCore;
 use crate::pyutil::{is_exit, os_error};
 use crate::reactor::Readiness;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::pybuf::{read_into_bytes, read_sized, with_bytes, View, COPY_OUT_LIMIT};
+use crate::transport::pybuf::{read_into_bytes, read_into_slice, read_sized, with_bytes, View, COPY_OUT_LIMIT};
 use crate::transport::write_buffer::{write_once, Sink, WriteBuffer};
 use crate::transport::IoTarget;
 use pyo3::exceptions::{PyAssertionError, PyBrokenPipeError, PyRuntimeError, PyTypeError, PyValueError};
@@ -34,10 +34,10 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The most one read takes (the stdlib's `max_size`).
+/// The most one read takes (the stdlib's `max_size`), and a native protocol's read size.
 const MAX_READ: usize = 256 * 1024;
 /// The read size when the kernel does not say how much is waiting (below the allocator's
-/// mmap threshold), and the native HTTP protocol's (which reads into the stack).
+/// mmap threshold).
 const FALLBACK_READ: usize = 64 * 1024;
 /// After this many writes to a lost connection, each further one logs a warning.
 const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;

@@ -74,28 +74,28 @@ impl StreamCore {
         }
     }
 
-    /// A native protocol takes bytes, not a bytes object: read into the stack and hand it
-    /// the slice (no allocation, no FIONREAD, no Python-level call).
+    /// A native protocol takes bytes, not a bytes object: read into the loop's buffer and
+    /// hand it the slice (no allocation, no FIONREAD, no Python-level call).
     fn read_native(&self, py: Python<'_>, feed: Feed, protocol: &Bound<'_, PyAny>, read_closed: bool) -> PyResult<()> {
-        let mut buf = std::mem::MaybeUninit::<[u8; FALLBACK_READ]>::uninit();
-        // SAFETY: recv writes at most FALLBACK_READ bytes into the buffer.
-        let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), FALLBACK_READ, 0) };
-        if n < 0 {
-            return self.read_failed(py, io::Error::last_os_error());
-        }
-        if n == 0 {
-            return self.on_eof(py);
-        }
-        let n = n as usize;
-        if read_closed || n == FALLBACK_READ {
-            // The kernel may hold more (or the end-of-file): no new edge would come.
-            self.lp.get().io_rearm(py, self.fd)?;
-        }
-        // SAFETY: recv initialised the first n bytes.
-        let data = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
-        match feed(protocol, data) {
-            Err(e) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
-            Ok(()) => Ok(()),
+        let fd = self.fd;
+        // SAFETY: recv writes at most `len` bytes at `buf`, which read_into_slice provides.
+        let recv = |buf: *mut libc::c_void, len: usize| unsafe { libc::recv(fd, buf, len, 0) };
+        let got = read_into_slice(self.lp.get(), py, MAX_READ, recv, |data| {
+            if data.is_empty() {
+                return Ok(None);
+            }
+            if read_closed || data.len() == MAX_READ {
+                // The kernel may hold more (or the end-of-file): no new edge would come.
+                self.lp.get().io_rearm(py, fd)?;
+            }
+            Ok(Some(feed(protocol, data)))
+        })?;
+        match got {
+            Err(err) => self.read_failed(py, err),
+            Ok(Err(err)) => Err(err),
+            Ok(Ok(None)) => self.on_eof(py),
+            Ok(Ok(Some(Err(e)))) => self.fatal(py, e, "Fatal error: protocol.data_received() call failed."),
+            Ok(Ok(Some(Ok(())))) => Ok(()),
         }
     }
 
