@@ -27,7 +27,10 @@ pub fn tune_allocator() -> bool {
             return false;
         }
         // SAFETY: mallopt only changes the allocator's thresholds; it takes its own lock.
-        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 && libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 }
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+                && libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+        }
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     false

@@ -1,8 +1,8 @@
 //! The RFC 6455 §5 frame codec: parsing and checking the header of a frame a client sent,
 //! unmasking its payload, and encoding the server's own (unmasked) frames and close payloads.
 
-use std::mem::MaybeUninit;
 use std::fmt;
+use std::mem::MaybeUninit;
 
 /// Normal closure (RFC 6455 §7.4.1).
 pub const CLOSE_NORMAL: u16 = 1000;

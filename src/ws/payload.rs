@@ -26,7 +26,9 @@ impl BytesPayload {
         // is handed over by `into_bytes` once every byte is written), so nothing reads the
         // storage while it is written through this slice, and `&mut self` keeps the slice
         // unique. PyBytes_AS_STRING of a bytes object cannot fail.
-        unsafe { std::slice::from_raw_parts_mut(ffi::PyBytes_AS_STRING(bytes).cast_mut().cast::<MaybeUninit<u8>>(), self.len) }
+        unsafe {
+            std::slice::from_raw_parts_mut(ffi::PyBytes_AS_STRING(bytes).cast_mut().cast::<MaybeUninit<u8>>(), self.len)
+        }
     }
 }
 
@@ -37,7 +39,8 @@ impl BinaryPayload for BytesPayload {
             // SAFETY: a null source asks CPython for an object with `len` bytes of storage that
             // the caller fills before anyone else sees it (what CPython's own decoders do);
             // `from_owned_ptr_or_err` takes the new reference, or the MemoryError on failure.
-            let made = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyBytes_FromStringAndSize(std::ptr::null(), size)) };
+            let made =
+                unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyBytes_FromStringAndSize(std::ptr::null(), size)) };
             let bytes = made.ok()?.cast_into::<PyBytes>().ok()?.unbind();
             Some(BytesPayload { bytes, len })
         })
