@@ -1,5 +1,5 @@
 //! swordfish's native core: the event loop's scheduling, timers and I/O reactor, the
-//! transports, the HTTP/1.1 connection and the ASGI interface.
+//! transports, the HTTP/1.1 connection, and the ASGI and WSGI interfaces.
 
 mod allocator;
 mod asgi;
@@ -20,6 +20,7 @@ mod testing;
 mod timers;
 mod transport;
 mod ws;
+mod wsgi;
 
 use pyo3::prelude::*;
 
@@ -46,10 +47,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transport::tls::TlsCore>()?;
     http::register(m)?;
     asgi::register(m)?;
+    wsgi::register(m)?;
     // The transport and the HTTP connection know nothing of what runs on them: the
     // native protocols and interfaces are wired here.
     transport::native::register(vec![http::native_reader, ws::conn::native_reader]);
-    http::dispatch::register(vec![asgi::app::AsgiDispatch::recognise]);
+    http::dispatch::register(vec![asgi::app::AsgiDispatch::recognise, wsgi::app::WsgiDispatch::recognise]);
     tasks::register(m)?;
     m.add_function(wrap_pyfunction!(monotonic, m)?)?;
     m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;

@@ -25,6 +25,8 @@ EXAMPLES = {
     "uds": (["--uds", "/run/app.sock"], "/run/app.sock"),
     "fd": (["--fd", "7"], 7),
     "factory": (["--factory"], True),
+    "interface": (["--interface", "wsgi"], "wsgi"),
+    "threads": (["--threads", "3"], 3),
     "app_dir": (["--app-dir", "src"], "src"),
     "root_path": (["--root-path", "/api v1"], "/api v1"),
     "lifespan": (["--lifespan", "on"], "on"),

@@ -4,7 +4,7 @@ import platform
 import subprocess
 import sys
 
-from servers import LABELS, REPO, SERVERS
+from servers import REPO, SUITES, entry, label
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import page  # noqa: E402  (the scheduling report's machine and commit helpers)
@@ -35,9 +35,10 @@ def run_meta(args, elapsed):
         "cpu": page.cpu_model(), "ncpu": page.nproc(), "commit": page.git_commit(REPO),
         "date": __import__("time").strftime("%Y-%m-%d"),
         "versions": {p: _version(p) for p in ("granian", "uvicorn", "httptools", "h11", "hypercorn",
-                                              "uvloop", "rloop", "jinja2")},
+                                              "uvloop", "rloop", "jinja2", "gunicorn", "gevent",
+                                              "greenlet", "waitress")},
         "wrk": wrk.split(" Copyright")[0].strip(), "loadgen": args.loadgen, "rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup,
-        "servers": args.servers, "elapsed_s": round(elapsed),
+        "suite": args.suite, "servers": args.servers, "elapsed_s": round(elapsed),
     }
 
 
@@ -64,7 +65,7 @@ def throughput_table(stats, meta):
         for w, c in cols:
             r = _get(stats, s, w, c)
             cells.append("–" if r is None else f"{_k(r['rps'])} ({r['p99_ms']:.1f})")
-        lines.append(f"| {LABELS[s]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label(s)} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("req/s (p99 latency, ms), medians of the rounds.")
     lines.append("")
@@ -75,7 +76,7 @@ def throughput_table(stats, meta):
         for w, c in cols:
             r = _get(stats, s, w, c)
             cells.append("–" if r is None or r.get("cpu_us_per_req") is None else f"{r['cpu_us_per_req']:.1f}")
-        lines.append(f"| {LABELS[s]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label(s)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -83,7 +84,7 @@ def targets_table(stats):
     """swordfish against granian's best and the native server, point by point."""
     rows = ["| point | swordfish | granian best | ratio | target | native | of native | p99 sf / best peer |",
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    peers = [s for s in SERVERS if s not in ("swordfish", "native")]
+    peers = [s for s in SUITES["asgi"] if s not in ("swordfish", "native")]
     for w, c in THROUGHPUT_COLUMNS:
         sf = _get(stats, "swordfish", w, c)
         gr = [r for r in (_get(stats, g, w, c) for g in GRANIAN) if r]
@@ -112,14 +113,67 @@ def vu_table(stats, meta):
             if r is None:
                 continue
             cpu = r.get("cpu_us_per_req")
-            lines.append(f"| {LABELS[s]} | {workers} | {db_ms} ms | {r['rps']:,.0f} | {r['p50_ms']:.1f} | "
+            lines.append(f"| {label(s)} | {workers} | {db_ms} ms | {r['rps']:,.0f} | {r['p50_ms']:.1f} | "
                          f"{r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['page_p95_ms']:.1f} | {r['api_p95_ms']:.1f} | "
                          f"{'–' if cpu is None else f'{cpu:.0f}'} |")
     return "\n".join(lines)
 
 
-def tables(stats, meta):
-    parts = [t for t in (throughput_table(stats, meta), targets_table(stats), vu_table(stats, meta)) if t]
+def _best(stats, names, w, c):
+    """(name, rps) of the fastest of names at a point, or None."""
+    rs = [(s, r["rps"]) for s, r in ((s, _get(stats, s, w, c)) for s in names) if r]
+    return max(rs, key=lambda x: x[1]) if rs else None
+
+
+def _ratio(r, best):
+    return "–" if r is None or best is None else f"{r['rps'] / best[1]:.2f}"
+
+
+def _ref(best):
+    return "–" if best is None else f"{label(best[0])} ({_k(best[1])} req/s)"
+
+
+def wsgi_table(stats, meta):
+    """Every server's req/s as a ratio to granian WSGI's best variant and to gunicorn
+    gthread's best thread count, point by point."""
+    servers = _servers(stats, meta)
+    granian = [s for s in servers if s.startswith("granian-wsgi")]
+    gthread = [s for s in servers if s.startswith("gunicorn-gthread")]
+    cols = [c for c in THROUGHPUT_COLUMNS if any(k[1:3] == c for k in stats)]
+    if not cols or not any(e and e.wsgi for e in map(entry, servers)):
+        return ""
+    lines = ["| req/s ÷ granian WSGI best, ÷ gunicorn gthread best | " + " | ".join(f"{w} c{c}" for w, c in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    bests = [(_best(stats, granian, w, c), _best(stats, gthread, w, c)) for w, c in cols]
+    for s in servers:
+        cells = []
+        for (w, c), (gr, gt) in zip(cols, bests):
+            r = _get(stats, s, w, c)
+            cells.append(f"{_ratio(r, gr)} / {_ratio(r, gt)}")
+        lines.append(f"| {label(s)} | " + " | ".join(cells) + " |")
+    lines += ["", "The references at each point:", ""]
+    for (w, c), (gr, gt) in zip(cols, bests):
+        lines.append(f"- {w} c{c}: granian WSGI best {_ref(gr)}, gunicorn gthread best {_ref(gt)}")
+    lines += ["", "The WSGI servers serve `apps/bench_wsgi.py` (echo: the body read whole and returned as "
+              "one chunk); swordfish (ASGI) and native serve the ASGI routes (echo streamed back chunked)."]
+    return "\n".join(lines)
+
+
+def failures(records):
+    failed = {}
+    for r in records:
+        if "failed" in r:
+            failed.setdefault((r["server"], r["failed"]), []).append(f"{r['workload']} c{r['conc']}")
+    return "\n".join(f"- {label(s)}: {', '.join(dict.fromkeys(points))}: {why}"
+                     for (s, why), points in failed.items())
+
+
+def tables(stats, meta, records=()):
+    parts = [t for t in (throughput_table(stats, meta), targets_table(stats), wsgi_table(stats, meta),
+                         vu_table(stats, meta)) if t]
+    failed = failures(records)
+    if failed:
+        parts.append("Failed:\n\n" + failed)
     return "\n\n".join(parts)
 
 
@@ -140,7 +194,7 @@ def _plot(stats, meta, path):
             if r:
                 xs.append(g - 0.4 + width * (i + 0.5))
                 ys.append(r["rps"])
-        ax.bar(xs, ys, width, color=COLORS.get(s), label=LABELS[s])
+        ax.bar(xs, ys, width, color=COLORS.get(s), label=label(s))
     ax.set_xticks(range(len(cols)))
     ax.set_xticklabels([f"{w}\nc{c}" for w, c in cols])
     ax.set_ylabel("requests/s")

@@ -4,6 +4,9 @@ hyper server, in one run, alternating servers between rounds.
     run.py --quick            short runs, one round, the main points (a few minutes)
     run.py --full             10 s runs, 3 rounds, every point; writes docs/benchmarks.md
     run.py --from-results F   redo the tables (and with --docs the page) from a results file
+    run.py --suite wsgi ...   the WSGI servers instead (swordfish --interface wsgi, granian
+                              WSGI, gunicorn gthread and gevent, waitress; swordfish ASGI and
+                              native for reference), throughput workloads only, no docs
 
 Throughput workloads (wrk, servers pinned to CPU 0 and wrk to CPU 1): hello world at
 400 connections, GET of a 10 KiB body and POST echo of a 10 KiB body at 64/128/256.
@@ -20,7 +23,7 @@ import time
 
 import loadgen
 import report
-from servers import SERVERS, Server, REPO
+from servers import REPO, SUITES, Server, entry, free_port, pin, rotated
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -40,9 +43,12 @@ def parse_args(argv):
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="3 s runs, 1 round, main points only")
     mode.add_argument("--full", action="store_true", help="10 s runs, 3 rounds, writes the docs")
-    p.add_argument("--servers", default=",".join(SERVERS), help="comma-separated subset")
-    p.add_argument("--workloads", default="hello,get10k,echo10k,vu",
-                   help="comma-separated subset of hello,get10k,echo10k,vu")
+    p.add_argument("--suite", choices=SUITES, default="asgi",
+                   help="the default server list: asgi (default) or wsgi")
+    p.add_argument("--servers", help="comma-separated server names (default: the suite's); "
+                   "tuned variants: swordfish-wsgi-tN, gunicorn-gthread-tN, granian-wsgi-btN")
+    p.add_argument("--workloads", help="comma-separated subset of hello,get10k,echo10k,vu "
+                   "(default: all; the wsgi suite: no vu)")
     p.add_argument("--loadgen", choices=("wrk", "oha"), default="wrk",
                    help="the throughput workloads' load generator (default wrk)")
     p.add_argument("--rounds", type=int)
@@ -51,11 +57,12 @@ def parse_args(argv):
     p.add_argument("--docs", action="store_true", help="write docs/benchmarks.md (default with --full)")
     p.add_argument("--from-results", metavar="FILE", help="report an earlier run's results")
     args = p.parse_args(argv)
-    args.servers = [s for s in args.servers.split(",") if s]
-    unknown = [s for s in args.servers if s not in SERVERS]
+    args.servers = [s for s in args.servers.split(",") if s] if args.servers else SUITES[args.suite]
+    unknown = [s for s in args.servers if entry(s) is None]
     if unknown:
         p.error(f"unknown servers: {', '.join(unknown)}")
-    args.workloads = [w for w in args.workloads.split(",") if w]
+    workloads = args.workloads or ("hello,get10k,echo10k" if args.suite == "wsgi" else "hello,get10k,echo10k,vu")
+    args.workloads = [w for w in workloads.split(",") if w]
     quick = not args.full
     args.rounds = args.rounds or (1 if quick else 3)
     args.seconds = args.seconds or (3 if quick else 10)
@@ -64,24 +71,10 @@ def parse_args(argv):
                         for name, (_, _, conc) in THROUGHPUT.items()}
     args.db_latencies = (0,) if quick else (0, 25)
     args.worker_counts = (1,) if quick else (1, 2)
-    args.docs = args.docs or args.full
+    if args.suite == "wsgi" and args.docs:
+        p.error("the wsgi suite writes no docs section")
+    args.docs = args.docs or (args.full and args.suite == "asgi")
     return args
-
-
-def pin(cpu):
-    return ["taskset", "-c", str(cpu)] if cpu in os.sched_getaffinity(0) else []
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rotated(items, k):
-    k %= len(items)
-    return items[k:] + items[:k]
 
 
 def measure(server, run_load):
@@ -98,7 +91,7 @@ def measure(server, run_load):
 def record(records, point, r, what, percentile):
     """Keep one measurement and show it."""
     records.append({**point, **r})
-    print(f"  round {point['round'] + 1} {point['server']:18} {what} {r['rps']:>10,.0f} req/s "
+    print(f"  round {point['round'] + 1} {point['server']:20} {what} {r['rps']:>10,.0f} req/s "
           f"{percentile} {r[percentile + '_ms']:7.2f} ms  cpu {r['cpu_us_per_req'] or 0:6.1f} us/req"
           + (f"  errors {r['errors']}" if r["errors"] else ""), flush=True)
 
@@ -113,6 +106,8 @@ def throughput_round(args, rnd, records):
             server = Server(name, "bench", port, pin=pin(SERVER_CPU))
         except RuntimeError as exc:
             print(f"  {name}: {exc}", file=sys.stderr)
+            records.extend({"round": rnd, "server": name, "workload": w, "conc": c, "failed": str(exc)}
+                           for w in names for c in args.concurrency[w])
             continue
         with server:
             for workload in names:
@@ -136,7 +131,9 @@ def vu_round(args, rnd, records):
     if "vu" not in args.workloads:
         return
     import subprocess
-    names = [s for s in args.servers if SERVERS[s][1]]
+    names = [s for s in args.servers if entry(s).catalogue]
+    if not names:
+        return
     for latency in args.db_latencies:
         db_port = free_port()
         db = subprocess.Popen(pin(CLIENT_CPU) + [DB_BIN, "--port", str(db_port), "--latency-ms", str(latency)],
@@ -192,6 +189,8 @@ def main(argv=None):
         with open(args.from_results) as f:
             saved = json.load(f)
         records, meta = saved["records"], saved["meta"]
+        if args.docs and meta.get("suite") == "wsgi":
+            sys.exit("a wsgi suite run has no docs section")
     else:
         started = time.monotonic()
         records = []
@@ -201,13 +200,14 @@ def main(argv=None):
             vu_round(args, rnd, records)
         meta = report.run_meta(args, time.monotonic() - started)
         os.makedirs(RESULTS, exist_ok=True)
-        path = os.path.join(RESULTS, time.strftime("http-%Y%m%d-%H%M%S.json"))
+        prefix = "http-wsgi" if args.suite == "wsgi" else "http"
+        path = os.path.join(RESULTS, time.strftime(f"{prefix}-%Y%m%d-%H%M%S.json"))
         with open(path, "w") as f:
             json.dump({"meta": meta, "records": records}, f, indent=1)
         print(f"results: {os.path.relpath(path, REPO)}")
     stats = summarize(records)
     print()
-    print(report.tables(stats, meta))
+    print(report.tables(stats, meta, records))
     if args.docs:
         report.write_docs(stats, meta, records)
         print("wrote docs/benchmarks.md (HTTP section)")

@@ -1,15 +1,21 @@
-"""The HTTP servers compared, how each is started, and its process tree's CPU time.
+"""The HTTP servers compared, how each is started, where it runs, and its process tree's
+CPU time.
 
-Every server serves the same ASGI app module from `apps/` (the native hyper server has
-the throughput routes built in) on 127.0.0.1, with access logs off.
+The ASGI servers serve the same app module from `apps/` (bench.py, catalogue.py), the
+WSGI servers its WSGI twin (bench_wsgi.py); the native hyper server has the throughput
+routes built in. All listen on 127.0.0.1 with access logs off. `ServerProcess` starts
+any command line (the wsgi_report suite uses it with its own apps).
 """
 import http.client
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections import namedtuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from proctree import tree  # noqa: E402  (shared with the other suites)
@@ -52,15 +58,58 @@ def _native(target, port, workers):
     return [os.path.join(NATIVE_DIR, "http-native"), "--port", str(port)]
 
 
-# name -> (command builder, serves the catalogue app too)
+# The WSGI servers. A None thread count leaves the server's default.
+
+def swordfish_wsgi(threads=None):
+    def command(target, port, workers):
+        return (_swordfish(target, port, workers) + ["--interface", "wsgi"]
+                + (["--threads", str(threads)] if threads else []))
+    return command
+
+
+def granian_wsgi(blocking_threads=None):
+    """granian's WSGI blocking threads default to backpressure / 2 (512 with one worker)."""
+    def command(target, port, workers):
+        return ([sys.executable, "-m", "granian", "--interface", "wsgi", "--host", "127.0.0.1",
+                 "--port", str(port), "--workers", str(workers), "--no-ws", "--log-level", "warning"]
+                + (["--blocking-threads", str(blocking_threads)] if blocking_threads else []) + [target])
+    return command
+
+
+def gunicorn(worker_class, threads=None):
+    """gunicorn logs no access lines unless given --access-logfile."""
+    def command(target, port, workers):
+        return ([sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+                 "--worker-class", worker_class, "--log-level", "warning"]
+                + (["--threads", str(threads)] if threads else []) + [target])
+    return command
+
+
+def _waitress(target, port, workers):
+    # One process only (and no `python -m waitress`: its console script). Its default
+    # connection limit (100) would leave most of the hello workload's 400 connections
+    # waiting in the backlog; 4 threads is its default.
+    if workers != 1:
+        raise RuntimeError("waitress runs a single process")
+    return [os.path.join(os.path.dirname(sys.executable), "waitress-serve"), "--host=127.0.0.1",
+            f"--port={port}", "--threads=4", "--connection-limit=1000", target]
+
+
+# builder: command(target, port, workers); catalogue: serves the catalogue app too;
+# wsgi: serves the WSGI twin of the app (apps/<app>_wsgi.py)
+Entry = namedtuple("Entry", "builder catalogue wsgi")
 SERVERS = {
-    "swordfish": (_swordfish, True),
-    "granian-uvloop": (_granian("uvloop"), True),
-    "granian-rloop": (_granian("rloop"), True),
-    "uvicorn-httptools": (_uvicorn("uvloop", "httptools"), True),
-    "uvicorn-h11": (_uvicorn("asyncio", "h11"), True),
-    "hypercorn": (_hypercorn, True),
-    "native": (_native, False),
+    "swordfish": Entry(_swordfish, True, False),
+    "granian-uvloop": Entry(_granian("uvloop"), True, False),
+    "granian-rloop": Entry(_granian("rloop"), True, False),
+    "uvicorn-httptools": Entry(_uvicorn("uvloop", "httptools"), True, False),
+    "uvicorn-h11": Entry(_uvicorn("asyncio", "h11"), True, False),
+    "hypercorn": Entry(_hypercorn, True, False),
+    "native": Entry(_native, False, False),
+    "swordfish-wsgi": Entry(swordfish_wsgi(), False, True),
+    "granian-wsgi": Entry(granian_wsgi(), False, True),
+    "gunicorn-gevent": Entry(gunicorn("gevent"), False, True),
+    "waitress": Entry(_waitress, False, True),
 }
 LABELS = {
     "swordfish": "swordfish",
@@ -70,17 +119,76 @@ LABELS = {
     "uvicorn-h11": "uvicorn h11",
     "hypercorn": "hypercorn + uvloop",
     "native": "native hyper (Rust, 1 thread)",
+    "swordfish-wsgi": "swordfish WSGI (default threads)",
+    "granian-wsgi": "granian WSGI (default blocking threads)",
+    "gunicorn-gevent": "gunicorn gevent",
+    "waitress": "waitress --threads 4",
+}
+# Tuned variants named by a suffix, any N >= 1: swordfish-wsgi-tN (--threads N),
+# gunicorn-gthread-tN (gthread worker, --threads N), granian-wsgi-btN (--blocking-threads N).
+TUNED = {
+    "swordfish-wsgi-t": (swordfish_wsgi, "swordfish WSGI --threads {}"),
+    "gunicorn-gthread-t": (lambda n: gunicorn("gthread", n), "gunicorn gthread --threads {}"),
+    "granian-wsgi-bt": (granian_wsgi, "granian WSGI --blocking-threads {}"),
+}
+# The servers of each suite, in table order (run.py --suite).
+SUITES = {
+    "asgi": ["swordfish", "granian-uvloop", "granian-rloop", "uvicorn-httptools", "uvicorn-h11",
+             "hypercorn", "native"],
+    "wsgi": ["swordfish-wsgi", "swordfish-wsgi-t1", "swordfish-wsgi-t2", "swordfish-wsgi-t4",
+             "swordfish-wsgi-t8", "granian-wsgi-bt1", "granian-wsgi", "gunicorn-gthread-t1",
+             "gunicorn-gthread-t4", "gunicorn-gthread-t8", "gunicorn-gthread-t32", "gunicorn-gevent",
+             "waitress", "swordfish", "native"],
 }
 
 
-def child_env(extra=None):
+def _tuned(name):
+    """(command maker, label format, N) of a tuned variant's name, or None."""
+    m = re.fullmatch(r"(.*-b?t)(\d+)", name)
+    if m and m.group(1) in TUNED and int(m.group(2)) >= 1:
+        return (*TUNED[m.group(1)], int(m.group(2)))
+    return None
+
+
+def entry(name):
+    """The Entry of a server name, None if unknown."""
+    if name in SERVERS:
+        return SERVERS[name]
+    tuned = _tuned(name)
+    return Entry(tuned[0](tuned[2]), False, True) if tuned else None
+
+
+def label(name):
+    if name in LABELS:
+        return LABELS[name]
+    tuned = _tuned(name)
+    return tuned[1].format(tuned[2]) if tuned else name
+
+
+def pin(cpu):
+    """taskset's prefix for one CPU (nothing where the CPU is not ours)."""
+    return ["taskset", "-c", str(cpu)] if cpu in os.sched_getaffinity(0) else []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rotated(items, k):
+    """The servers' order in round k: each round starts one server later."""
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def child_env(extra=None, apps=APPS):
     env = dict(os.environ)
-    paths = [APPS, os.path.join(REPO, "python")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [apps, os.path.join(REPO, "python")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["PYTHONHASHSEED"] = "0"
     env.update(extra or {})
     return env
-
 
 
 def tree_cpu_seconds(pid):
@@ -96,16 +204,15 @@ def tree_cpu_seconds(pid):
     return total / os.sysconf("SC_CLK_TCK")
 
 
-class Server:
-    """One running server process (group); a context manager that stops it."""
+class ServerProcess:
+    """One running server process (group) started from `command` in `apps`, with `apps`
+    on its PYTHONPATH; ready once GET / answers 200. A context manager that stops it."""
 
-    def __init__(self, name, app, port, workers=1, pin=(), env=None):
-        builder, _ = SERVERS[name]
-        target = f"{app}:app"
+    def __init__(self, name, command, port, apps=APPS, env=None):
         self.name, self.port = name, port
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            list(pin) + builder(target, port, workers), cwd=APPS, env=child_env(env),
+            command, cwd=apps, env=child_env(env, apps), stdin=subprocess.DEVNULL,
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             self._wait_ready()
@@ -158,3 +265,13 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class Server(ServerProcess):
+    """One of SERVERS (or a tuned variant) serving apps/<app>.py, or its WSGI twin
+    apps/<app>_wsgi.py for a WSGI server."""
+
+    def __init__(self, name, app, port, workers=1, pin=(), env=None):
+        spec = entry(name)
+        target = f"{app}_wsgi:app" if spec.wsgi else f"{app}:app"
+        super().__init__(name, list(pin) + spec.builder(target, port, workers), port, APPS, env)

@@ -9,17 +9,11 @@ pub mod http;
 pub mod start;
 pub mod websocket;
 
-use pyo3::exceptions::{PyOSError, PyStopIteration};
+pub use crate::http::ClientDisconnected;
+use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::{create_exception, PyTraverseError, PyVisit};
-
-create_exception!(
-    swordfish._native,
-    ClientDisconnected,
-    PyOSError,
-    "Raised by an ASGI `send` after the client went away (ASGI spec 2.4)."
-);
+use pyo3::{PyTraverseError, PyVisit};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<app::AsgiApp>()?;
@@ -28,7 +22,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Ready>()?;
     m.add_class::<websocket::WsSession>()?;
     m.add_class::<crate::ws::conn::WsProtocol>()?;
-    m.add("ClientDisconnected", m.py().get_type::<ClientDisconnected>())?;
     Ok(())
 }
 

@@ -22,6 +22,7 @@ pub struct HeadRules<'a> {
 pub enum HeadError {
     Status(u16),
     Informational(u16),
+    Reason(Vec<u8>),
     Field(Vec<u8>, Vec<u8>),
     Length,
     Coding,
@@ -34,6 +35,7 @@ impl fmt::Display for HeadError {
             // RFC 9110 §15.2: an informational status is never the final response, and a
             // client would wait on for one.
             HeadError::Informational(s) => write!(f, "status {s} is informational, not a response"),
+            HeadError::Reason(r) => write!(f, "invalid reason phrase {:?}", String::from_utf8_lossy(r)),
             HeadError::Field(n, v) => {
                 write!(f, "invalid header {:?}: {:?}", String::from_utf8_lossy(n), String::from_utf8_lossy(v))
             }
@@ -92,6 +94,23 @@ impl HeadBuilder {
             bad_length: false,
             bad_coding: false,
         })
+    }
+
+    /// A head whose status line carries the application's own reason phrase (WSGI's
+    /// status is "200 Fine"): refused if it has a byte RFC 9112 §4 does not allow there.
+    pub fn with_reason(status: u16, reason: &[u8]) -> Result<Self, HeadError> {
+        let mut builder = HeadBuilder::new(status)?;
+        let allowed = |b: &u8| *b == b'\t' || *b == b' ' || (0x21..=0x7e).contains(b) || *b >= 0x80;
+        if !reason.iter().all(allowed) {
+            return Err(HeadError::Reason(reason.to_vec()));
+        }
+        builder.out.clear();
+        builder.out.extend_from_slice(b"HTTP/1.1 ");
+        push_decimal(&mut builder.out, u64::from(status));
+        builder.out.push(b' ');
+        builder.out.extend_from_slice(reason);
+        builder.out.extend_from_slice(b"\r\n");
+        Ok(builder)
     }
 
     /// One of the application's fields.

@@ -99,3 +99,12 @@ fn framing_follows_what_is_known() {
     assert_eq!(framed(head, None, true), ("\r\n".into(), Encoder::Bodiless, true));
     assert_eq!(framed(Framing { status: 304, ..get11 }, Some(5), true).1, Encoder::Bodiless);
 }
+
+#[test]
+fn own_reason_phrase() {
+    let rules = HeadRules { date: false, server: None, defaults: &[] };
+    let head = HeadBuilder::with_reason(200, b"Fine Thanks").unwrap().finish(&rules).unwrap();
+    assert!(head.bytes.starts_with(b"HTTP/1.1 200 Fine Thanks\r\n"), "{:?}", head.bytes);
+    assert_eq!(HeadBuilder::with_reason(200, b"x\r\ny: z").err(), Some(HeadError::Reason(b"x\r\ny: z".to_vec())));
+    assert_eq!(HeadBuilder::with_reason(99, b"x").err(), Some(HeadError::Status(99)));
+}

@@ -1,10 +1,12 @@
 //! The HTTP/1.1 server connection, knowing no interface: parsing (`parse`), the response
 //! head's rules (`head`) and body framing (`encode`), serialization helpers (`response`),
 //! the asyncio protocol class (`protocol`) with its connection state (`conn`), its
-//! response API (`respond`), switching protocols (`upgrade`) and the work it runs outside
-//! its lock (`acts`), and the seam to the interface that serves the requests (`dispatch`).
+//! request body API (`body`) and response API (`respond`), switching protocols (`upgrade`) and the work it runs outside
+//! its lock (`acts`), and the seam to the interface that serves the requests (`dispatch`,
+//! with the request target as interfaces present it: `target`).
 
 pub mod acts;
+pub mod body;
 pub mod config;
 pub mod conn;
 pub mod dispatch;
@@ -14,14 +16,26 @@ pub mod parse;
 pub mod protocol;
 pub mod respond;
 pub mod response;
+pub mod target;
 pub mod upgrade;
 
 use crate::transport::native::Feed;
+use pyo3::create_exception;
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
+
+create_exception!(
+    swordfish._native,
+    ClientDisconnected,
+    PyOSError,
+    "Raised when the app writes to (or reads from) a client that went away: an ASGI `send` \
+     (ASGI spec 2.4), a WSGI `write` or `wsgi.input` read."
+);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::HttpServerState>()?;
     m.add_class::<protocol::HttpProtocol>()?;
+    m.add("ClientDisconnected", m.py().get_type::<ClientDisconnected>())?;
     Ok(())
 }
 

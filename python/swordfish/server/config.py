@@ -34,7 +34,7 @@ class _ConfigMethods:
             raise ValueError(f"ssl_cert_reqs {self.ssl_cert_reqs!r} needs ssl_ca_certs to verify client certificates with")
 
     def load_app(self):
-        """The ASGI app: the object itself, or imported from 'module:attribute' (and called
+        """The app: the object itself, or imported from 'module:attribute' (and called
         if it is a factory); loaded once, so a factory runs once."""
         if self._loaded is None:
             self._loaded = self._load()
@@ -58,7 +58,7 @@ class _ConfigMethods:
         if self.factory:
             app = app()
         if not callable(app):
-            raise ValueError(f"the ASGI app must be callable, got {app!r}")
+            raise ValueError(f"the app must be callable, got {app!r}")
         return app
 
     def ssl_context(self):

@@ -14,6 +14,7 @@ from .. import _native
 from .config import Config
 from .lifespan import Lifespan, LifespanFailed
 from .proxy import ProxyHeaders
+from .wsgi import WsgiProxyHeaders, detect_interface, environ_template
 
 logger = logging.getLogger("swordfish.error")
 access_logger = logging.getLogger("swordfish.access")
@@ -57,6 +58,8 @@ def _eager_task(loop):
 def _access_log(scope, status, size, seconds, client=None):
     """One line per request (a WebSocket handshake's with its 101 or refusal); scope None: input refused before it made a request (client
     is then its sender's address)."""
+    if scope is not None and type(scope) is not dict:  # a WSGI request
+        scope = scope.log_view()
     if scope is not None:
         client = scope.get("client")
     who = f"{client[0]}:{client[1]}" if client else "-"
@@ -104,9 +107,10 @@ class Server:
             self._exit.set()
         config = self.config
         app = config.load_app()
+        wsgi = (config.interface if config.interface != "auto" else detect_interface(app)) == "wsgi"
         if config.proxy_headers:
-            app = ProxyHeaders(app, config.forwarded_allow_ips)
-        lifespan = Lifespan(app, config.lifespan)
+            app = (WsgiProxyHeaders if wsgi else ProxyHeaders)(app, config.forwarded_allow_ips)
+        lifespan = Lifespan(app, "off" if wsgi else config.lifespan)
         try:
             await lifespan.startup()
         except LifespanFailed as exc:
@@ -114,22 +118,13 @@ class Server:
             self.exit_code = 3
             raise
         watch = None
+        interface = None
         try:
-            interface = _native.AsgiApp(
-                app,
-                loop,
-                pathsend=_pathsend,
-                pathsend_supported=type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile,
-                root_path=config.root_path,
-                lifespan_state=lifespan.state if lifespan.supported else None,
-                eager_task=_eager_task(loop),
-                ws=config.ws != "none",
-                ws_max_size=config.ws_max_size,
-                ws_max_queue=config.ws_max_queue,
-                ws_ping_interval=config.ws_ping_interval,
-                ws_ping_timeout=config.ws_ping_timeout,
-                ws_per_message_deflate=config.ws_per_message_deflate,
-            )
+            if wsgi:
+                interface = _native.WsgiApp(
+                    app, loop, environ=environ_template(config), threads=config.threads, logger=logger)
+            else:
+                interface = self._asgi_interface(app, loop, lifespan)
             self.state = state = _native.HttpServerState(
                 interface,
                 loop,
@@ -166,7 +161,36 @@ class Server:
             if watch is not None:
                 watch.cancel()
             await self._shutdown_connections()
+            if wsgi and interface is not None:
+                self._stop_wsgi_threads(interface)
             await lifespan.shutdown()
+
+    def _asgi_interface(self, app, loop, lifespan):
+        config = self.config
+        return _native.AsgiApp(
+            app,
+            loop,
+            pathsend=_pathsend,
+            pathsend_supported=type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile,
+            root_path=config.root_path,
+            lifespan_state=lifespan.state if lifespan.supported else None,
+            eager_task=_eager_task(loop),
+            ws=config.ws != "none",
+            ws_max_size=config.ws_max_size,
+            ws_max_queue=config.ws_max_queue,
+            ws_ping_interval=config.ws_ping_interval,
+            ws_ping_timeout=config.ws_ping_timeout,
+            ws_per_message_deflate=config.ws_per_message_deflate,
+        )
+
+    @staticmethod
+    def _stop_wsgi_threads(interface):
+        # The graceful timeout has passed (or every request ended): a thread still in the
+        # app is stuck there. It is left behind, and said.
+        stuck = interface.close(_CANCELLED_APP_GRACE)
+        if stuck:
+            logger.warning("%d WSGI request(s) still running in the app at shutdown: their threads are left behind",
+                           stuck)
 
     async def _listen(self, loop, factory, sockets, sslcontext):
         config = self.config

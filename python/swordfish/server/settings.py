@@ -160,7 +160,12 @@ SETTINGS = [
     S("port", int, 8000, "bind to this TCP port", least=0, most=65535, metavar="PORT"),
     S("uds", str, None, "bind to this Unix socket path", metavar="PATH", doc="removed at exit"),
     S("fd", int, None, "serve on this inherited, already-listening socket descriptor", least=0, metavar="FD"),
-    S("factory", bool, False, "APP is a factory: call it to get the ASGI app"),
+    S("factory", bool, False, "APP is a factory: call it to get the app"),
+    S("interface", str, "auto", "the app's interface (auto: an `async def` app or `__call__` is ASGI, a callable "
+      "of two arguments WSGI)", choices=("auto", "asgi", "wsgi"),
+      doc="a callable that is neither (say `*args`) is served as ASGI, with a warning"),
+    S("threads", int, 8, "WSGI: the most threads the app runs on (never the loop's)", least=1,
+      doc="started as requests need them; a WSGI app also gets no lifespan"),
     S("app_dir", str, None, "look for APP's module in this directory", cli_default=".", metavar="DIR"),
     S("root_path", str, "", "the ASGI root_path: the mount point behind a proxy that strips it; "
       "also prefixed to each request's path and raw_path", metavar="PATH"),

@@ -1,0 +1,122 @@
+"""The WSGI/ASGI comparison report, reproduced: a Werkzeug app under gunicorn (sync,
+gthread, gevent), granian WSGI and swordfish WSGI against its Starlette twin under uvicorn,
+gunicorn + uvicorn-worker, granian ASGI and swordfish ASGI, driven by virtual users.
+
+    run.py --quick            1 round, 3 s per cell (~5 min)
+    run.py --full             3 rounds, 15 s per cell (~40 min)
+    run.py --from-results F   the table of a stored run
+
+Each of --vus virtual users (default 50) loops GET / (a Jinja2 page), 0.1 s of think
+time, GET /api (the fake database: a sleep of 0 or 25 ms, blocking in the WSGI app,
+awaited in the ASGI one), GET /; the client is http-vu (../http/native, built by
+setup.sh). Cells: 1 and 2 workers x 0 and 25 ms. One worker: the server pinned to CPU 0,
+the client to CPU 1; two workers: nothing pinned. Servers take turns in a rotated order
+each round. Results go to results/report-*.json.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+# benchmarks/ first: its page.py (machine, commit) imports benchmarks/report.py, not http's.
+sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
+import loadgen  # noqa: E402  (the HTTP suite's: http-vu and its JSON)
+import peers  # noqa: E402
+import table  # noqa: E402
+from servers import REPO, ServerProcess, free_port, pin, rotated  # noqa: E402  (the HTTP suite's)
+
+APPS = os.path.join(HERE, "apps")
+RESULTS = os.path.join(HERE, "results")
+SERVER_CPU, CLIENT_CPU = 0, 1
+
+
+def _ints(text):
+    return [int(x) for x in text.split(",") if x]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="1 round, 3 s per cell (default)")
+    mode.add_argument("--full", action="store_true", help="3 rounds, 15 s per cell")
+    p.add_argument("--servers", default=",".join(peers.ROWS), help="comma-separated subset of " + ",".join(peers.ROWS))
+    p.add_argument("--vus", type=int, default=50, help="virtual users (default 50)")
+    p.add_argument("--workers", type=_ints, default=[1, 2], help="worker counts (default 1,2)")
+    p.add_argument("--latencies", type=_ints, default=[0, 25], help="database latencies in ms (default 0,25)")
+    p.add_argument("--rounds", type=int)
+    p.add_argument("--seconds", type=float, help="measured seconds per cell")
+    p.add_argument("--warmup", type=float, help="seconds of load before the measured ones")
+    p.add_argument("--from-results", metavar="FILE", help="print the table of an earlier run")
+    args = p.parse_args(argv)
+    args.servers = [s for s in args.servers.split(",") if s]
+    unknown = [s for s in args.servers if s not in peers.ROWS]
+    if unknown:
+        p.error(f"unknown servers: {', '.join(unknown)}")
+    args.rounds = args.rounds or (3 if args.full else 1)
+    args.seconds = args.seconds or (15 if args.full else 3)
+    args.warmup = args.warmup if args.warmup is not None else (3 if args.full else 1)
+    return args
+
+
+def cell(args, rnd, name, workers, latency):
+    """One server in one cell: start it, run the virtual users, keep their figures."""
+    point = {"round": rnd, "server": name, "workers": workers, "db_ms": latency}
+    spin, cpin = (pin(SERVER_CPU), pin(CLIENT_CPU)) if workers == 1 else ([], [])
+    port = free_port()
+    try:
+        with ServerProcess(name, spin + peers.command(name, port, workers), port, APPS,
+                           {"REPORT_DB_LATENCY_MS": str(latency)}) as server:
+            r = loadgen.virtual_users(f"http://127.0.0.1:{port}", args.vus, args.seconds, args.warmup, cpin)
+            if not server.alive():
+                raise loadgen.LoadFailed(f"died: {server.output()}")
+    except (RuntimeError, loadgen.LoadFailed) as exc:
+        print(f"  {name} w{workers} db{latency}ms: {exc}", file=sys.stderr, flush=True)
+        return {**point, "failed": str(exc)}
+    print(f"  round {rnd + 1} {name:17} w{workers} db {latency:>2} ms {r['requests']:>8,} requests "
+          f"p95 {r['p95_ms']:7.1f} ms" + (f"  errors {r['errors']}" if r["errors"] else ""), flush=True)
+    return {**point, **r}
+
+
+def measure(args):
+    build = subprocess.run([os.path.join(HERE, "setup.sh")])
+    if build.returncode != 0:
+        sys.exit("wsgi_report/setup.sh failed: http-vu is needed")
+    started, records = time.monotonic(), []
+    for rnd in range(args.rounds):
+        print(f"round {rnd + 1}/{args.rounds}", flush=True)
+        for latency in args.latencies:
+            for workers in args.workers:
+                for name in rotated(args.servers, rnd):
+                    records.append(cell(args, rnd, name, workers, latency))
+    meta = table.run_meta(args, REPO, time.monotonic() - started)
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, time.strftime("report-%Y%m%d-%H%M%S.json"))
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "records": records}, f, indent=1)
+    print(f"results: {os.path.relpath(path, REPO)}")
+    return meta, records
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # Servers run in sessions of their own: a SIGTERM must unwind the `with` blocks that
+    # stop them, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.from_results:
+        with open(args.from_results) as f:
+            saved = json.load(f)
+        meta, records = saved["meta"], saved["records"]
+    else:
+        meta, records = measure(args)
+    print()
+    print(table.table(records, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+//! `WsgiApp`: the WSGI interface of one server — the application, its environ template,
+//! the app threads (`pool`) and the loop's side of the hand-off (`bridge`) — and its
+//! `Dispatch`, through which the HTTP/1.1 connection hands it requests. Upgrade requests
+//! are plain requests here: WSGI cannot take a connection over.
+
+use super::bridge::{body_message, WsgiBridge};
+use super::exchange::Exchange;
+use super::pool::{AppContext, Pool};
+use super::request::WsgiRequest;
+use crate::http::conn::Conn;
+use crate::http::dispatch::{Dispatch, Served};
+use crate::http::parse::{Head, Reject};
+use crate::http::protocol::HttpProtocol;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3::{PyTraverseError, PyVisit};
+use std::any::Any;
+use std::sync::Arc;
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct WsgiApp {
+    pool: Arc<Pool>,
+}
+
+#[pymethods]
+impl WsgiApp {
+    /// `environ`: the keys every request's environ starts with (the `wsgi.*` keys,
+    /// `SCRIPT_NAME`, `SERVER_PROTOCOL` "HTTP/1.1", an empty `QUERY_STRING`); `threads`:
+    /// the most app threads; `logger`: where response errors found on the loop go.
+    #[new]
+    #[pyo3(signature = (app, loop_, *, environ, threads, logger))]
+    fn new(
+        py: Python<'_>,
+        app: Py<PyAny>,
+        loop_: Py<PyAny>,
+        environ: Bound<'_, PyDict>,
+        threads: usize,
+        logger: Py<PyAny>,
+    ) -> PyResult<Self> {
+        let root_path = match environ.get_item("SCRIPT_NAME")? {
+            Some(s) => s.extract::<String>()?.into_bytes(),
+            None => Vec::new(),
+        };
+        let bridge = Py::new(py, WsgiBridge::new(loop_, logger))?;
+        let ctx = AppContext { app, environ: environ.unbind(), bridge, root_path };
+        Ok(WsgiApp { pool: Arc::new(Pool::new(ctx, threads)) })
+    }
+
+    #[getter]
+    fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
+    /// Stop the app threads (at the server's end): waits up to `timeout` seconds for the
+    /// running requests' threads; returns how many are still running.
+    fn close(&self, py: Python<'_>, timeout: f64) -> usize {
+        self.pool.stop(py, timeout)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.pool.ctx.app)?;
+        visit.call(&self.pool.ctx.environ)?;
+        visit.call(&self.pool.ctx.bridge)
+    }
+}
+
+/// The WSGI interface as the HTTP/1.1 connection sees it.
+pub struct WsgiDispatch(Py<WsgiApp>);
+
+impl WsgiDispatch {
+    /// The dispatcher of `interface`, if it is a `WsgiApp`.
+    pub fn recognise(interface: &Bound<'_, PyAny>) -> Option<Arc<dyn Dispatch>> {
+        let app = interface.cast::<WsgiApp>().ok()?;
+        Some(Arc::new(WsgiDispatch(app.clone().unbind())))
+    }
+}
+
+impl Dispatch for WsgiDispatch {
+    fn request(&self, py: Python<'_>, c: &Conn, head: &Head) -> Result<Served, Reject> {
+        let request = WsgiRequest::new(py, c, head)?;
+        let request = Py::new(py, request).map_err(|_| Reject::BadRequest("request"))?;
+        Ok(Served { request: request.into_any(), upgrade: false })
+    }
+
+    fn start(&self, proto: &Bound<'_, HttpProtocol>, request: Py<PyAny>, gen: u64) -> PyResult<()> {
+        let py = proto.py();
+        let request = request.into_bound(py).cast_into::<WsgiRequest>()?.unbind();
+        let ex = Arc::new(Exchange::new(proto.clone().unbind(), gen, request));
+        self.0.get().pool.prefetch(py, &ex)
+    }
+
+    fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
+        body_message(py, data, more)
+    }
+
+    fn disconnect_message(&self, py: Python<'_>, _upgrade: bool) -> PyResult<Py<PyAny>> {
+        Ok(py.None())
+    }
+
+    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.0)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,208 @@
+//! The loop thread's side of WSGI: what the app threads post (response parts, a request for
+//! more of the body, the app's end) is queued here and applied to the connection in one
+//! loop callback per batch (`WsgiBridge`), since the connection is the loop thread's alone.
+//! A post wakes the loop only when the queue was empty. Also the loop's answers to the app
+//! thread: body bytes (`BodyWaiter`) and the end of a pause in writing (`Resume`).
+
+use super::exchange::Exchange;
+use super::pool::Pool;
+use crate::http::body::BodyRead;
+use crate::http::head::ResponseHead;
+use crate::http::protocol::HttpProtocol;
+use crate::http::respond::{AppEnd, Part, RespondError, Responded};
+use crate::pyutil::report_step;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+use std::sync::{Arc, Mutex};
+
+/// A part of a response, made on an app thread.
+pub enum OutPart {
+    Head(ResponseHead),
+    Body(Py<PyBytes>, bool),
+}
+
+pub enum Post {
+    Respond(Arc<Exchange>, Vec<OutPart>),
+    /// The app wants more of the request body.
+    Read(Arc<Exchange>),
+    /// The app returned (or raised this) and its iterable is closed.
+    Finished(Arc<Exchange>, Option<Py<PyAny>>),
+}
+
+const WSGI_APP_END: AppEnd = AppEnd {
+    raised: "Exception in WSGI application",
+    returned_before_start: "WSGI application returned without starting its response",
+    returned_before_end: "WSGI application returned without completing its response",
+};
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct WsgiBridge {
+    queue: Mutex<Vec<Post>>,
+    lp: Py<PyAny>,
+    logger: Py<PyAny>,
+}
+
+impl WsgiBridge {
+    pub fn new(lp: Py<PyAny>, logger: Py<PyAny>) -> WsgiBridge {
+        WsgiBridge { queue: Mutex::new(Vec::new()), lp, logger }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Post>> {
+        match self.queue.lock() {
+            Ok(q) => q,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// From an app thread (holding the GIL): queue `post`, and schedule the drain if the
+    /// queue was empty.
+    pub fn post(slf: &Bound<'_, Self>, post: Post) -> PyResult<()> {
+        let was_empty = {
+            let mut q = slf.get().queue();
+            let was_empty = q.is_empty();
+            q.push(post);
+            was_empty
+        };
+        if was_empty {
+            slf.get().lp.call_method1(slf.py(), intern!(slf.py(), "call_soon_threadsafe"), (slf,))?;
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl WsgiBridge {
+    /// On the loop thread: apply everything posted so far, in order.
+    fn __call__(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let posts = std::mem::take(&mut *slf.get().queue());
+        for post in posts {
+            let r = match post {
+                Post::Respond(ex, parts) => respond(py, &ex, parts, &slf.get().logger),
+                Post::Read(ex) => read(py, &ex),
+                Post::Finished(ex, exc) => finished(py, &ex, exc),
+            };
+            report_step(py, r, slf.as_any())?;
+        }
+        Ok(())
+    }
+}
+
+fn respond(py: Python<'_>, ex: &Arc<Exchange>, parts: Vec<OutPart>, logger: &Py<PyAny>) -> PyResult<()> {
+    let proto = ex.proto.bind(py);
+    for part in parts {
+        let part = match part {
+            OutPart::Head(head) => Part::Head { head, trailers: false },
+            OutPart::Body(body, more) => Part::Body { body: body.into_bound(py), more },
+        };
+        match HttpProtocol::respond(proto, ex.gen, part)? {
+            Ok(Responded::Ready) => {}
+            Ok(Responded::Drain(fut)) => {
+                ex.update(|s| s.paused = true);
+                let resume = Py::new(py, Resume { ex: ex.clone() })?;
+                fut.call_method1(py, intern!(py, "add_done_callback"), (resume,))?;
+            }
+            Ok(Responded::File(..)) => {}
+            Err(e) => {
+                ex.update(|s| s.gone = true);
+                if let Some(text) = app_error(e) {
+                    logger.call_method1(py, intern!(py, "error"), (text,))?;
+                }
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The log line for a response the app got wrong (the connection closed it); None when
+/// the client is simply gone.
+fn app_error(e: RespondError) -> Option<&'static str> {
+    match e {
+        RespondError::Gone | RespondError::Finished => None,
+        RespondError::TooLong => Some("WSGI response content longer than its Content-Length"),
+        RespondError::TooShort => Some("WSGI response content shorter than its Content-Length"),
+        _ => Some("WSGI response refused by the connection"),
+    }
+}
+
+fn read(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
+    let proto = ex.proto.bind(py);
+    let waiter = || Ok(Py::new(py, BodyWaiter { ex: ex.clone(), pool: None, done: Mutex::new(false) })?.into_any());
+    if let BodyRead::Now(msg) = HttpProtocol::read_body(proto, ex.gen, waiter)? {
+        deliver(py, ex, msg.bind(py))?;
+    }
+    Ok(())
+}
+
+/// Hand a body message (`(bytes, more)`, or None: nothing more comes) to the app thread.
+pub fn deliver(py: Python<'_>, ex: &Exchange, msg: &Bound<'_, PyAny>) -> PyResult<()> {
+    if msg.is_none() {
+        ex.update(|s| {
+            s.asked = false;
+            s.truncated |= !s.body_ended;
+            s.body_ended = true;
+        });
+        return Ok(());
+    }
+    let (data, more): (Bound<'_, PyBytes>, bool) = msg.extract()?;
+    let _ = py;
+    ex.update(|s| {
+        s.asked = false;
+        s.push_body(data.as_bytes(), more);
+    });
+    Ok(())
+}
+
+/// A body message for the interface: `(bytes, more)`.
+pub fn body_message(py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
+    Ok(PyTuple::new(py, [PyBytes::new(py, data).into_any(), pyo3::types::PyBool::new(py, more).to_owned().into_any()])?
+        .into_any()
+        .unbind())
+}
+
+fn finished(py: Python<'_>, ex: &Arc<Exchange>, exc: Option<Py<PyAny>>) -> PyResult<()> {
+    HttpProtocol::app_finished(ex.proto.bind(py), ex.gen, exc, false, &WSGI_APP_END)
+}
+
+/// What the connection resolves when body bytes come for a request (the `done()` and
+/// `set_result()` of a future): before the app has the request, the loop collects the
+/// body's start (`pool` is then the pool to submit it to); after, the app thread is woken.
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct BodyWaiter {
+    pub ex: Arc<Exchange>,
+    pub pool: Option<Arc<Pool>>,
+    pub done: Mutex<bool>,
+}
+
+#[pymethods]
+impl BodyWaiter {
+    fn done(&self) -> bool {
+        self.done.lock().map_or(true, |d| *d)
+    }
+
+    fn set_result(&self, py: Python<'_>, msg: &Bound<'_, PyAny>) -> PyResult<()> {
+        if let Ok(mut d) = self.done.lock() {
+            *d = true;
+        }
+        deliver(py, &self.ex, msg)?;
+        match &self.pool {
+            Some(pool) => pool.prefetch(py, &self.ex),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Called when the connection's write buffer has drained: the app thread writes on.
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct Resume {
+    ex: Arc<Exchange>,
+}
+
+#[pymethods]
+impl Resume {
+    fn __call__(&self, _fut: &Bound<'_, PyAny>) {
+        self.ex.update(|s| s.paused = false);
+    }
+}

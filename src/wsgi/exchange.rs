@@ -1,0 +1,107 @@
+//! `Exchange`: one request between the loop thread, which owns the connection, and the app
+//! thread serving it. They share the request body that has arrived and the state of the
+//! response's flow (paused while the connection's write buffer is full, or the client gone)
+//! under one lock; the app thread waits on its condition variable with the GIL released.
+
+use super::request::WsgiRequest;
+use crate::http::protocol::HttpProtocol;
+use pyo3::prelude::*;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+pub struct Exchange {
+    pub proto: Py<HttpProtocol>,
+    pub gen: u64,
+    pub request: Py<WsgiRequest>,
+    shared: Mutex<Shared>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+pub struct Shared {
+    /// Body bytes arrived and not read by the app yet: `body[body_pos..]`.
+    pub body: Vec<u8>,
+    pub body_pos: usize,
+    /// The whole body has arrived, or nothing more will.
+    pub body_ended: bool,
+    /// The client left before the body's end.
+    pub truncated: bool,
+    /// The app asked the loop for more of the body and has not been answered yet.
+    pub asked: bool,
+    /// The app has the request (before: the loop is still collecting the body's start).
+    pub submitted: bool,
+    /// The connection's write buffer is above its high-water mark: the app waits.
+    pub paused: bool,
+    /// Nothing more reaches the client (it left, or the connection ended the response).
+    pub gone: bool,
+}
+
+impl Shared {
+    pub fn buffered(&self) -> usize {
+        self.body.len() - self.body_pos
+    }
+
+    /// Add body bytes (compacting what the app has read).
+    pub fn push_body(&mut self, data: &[u8], more: bool) {
+        if self.body_pos > 0 && self.body_pos == self.body.len() {
+            self.body.clear();
+            self.body_pos = 0;
+        }
+        self.body.extend_from_slice(data);
+        self.body_ended |= !more;
+    }
+
+    /// Take up to `n` bytes of the body that has arrived.
+    pub fn take_body(&mut self, n: usize) -> &[u8] {
+        let start = self.body_pos;
+        let end = start + n.min(self.buffered());
+        self.body_pos = end;
+        self.body.get(start..end).unwrap_or_default()
+    }
+}
+
+impl Exchange {
+    pub fn new(proto: Py<HttpProtocol>, gen: u64, request: Py<WsgiRequest>) -> Exchange {
+        Exchange { proto, gen, request, shared: Mutex::new(Shared::default()), changed: Condvar::new() }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+        match self.shared.lock() {
+            Ok(g) => g,
+            // A panic while holding the lock leaves plain data, still consistent enough to
+            // end the exchange.
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Change the shared state and wake the app thread.
+    pub fn update(&self, f: impl FnOnce(&mut Shared)) {
+        f(&mut self.lock());
+        self.changed.notify_all();
+    }
+
+    /// On the app thread: wait, with the GIL released, until `ready`; then `then` on the
+    /// state.
+    pub fn wait_for<R: Send>(
+        &self,
+        py: Python<'_>,
+        ready: impl Fn(&Shared) -> bool + Send + Sync,
+        then: impl FnOnce(&mut Shared) -> R + Send,
+    ) -> R {
+        {
+            let mut g = self.lock();
+            if ready(&g) {
+                return then(&mut g);
+            }
+        }
+        py.detach(|| {
+            let mut g = self.lock();
+            while !ready(&g) {
+                g = match self.changed.wait(g) {
+                    Ok(g) => g,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+            }
+            then(&mut g)
+        })
+    }
+}

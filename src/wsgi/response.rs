@@ -1,0 +1,89 @@
+//! Serving one request on an app thread: the environ, the app's call, its iterable sent
+//! part by part (a list at once, with its length when small), `close()` on every path, and
+//! the app's end posted to the loop, which logs an error and answers 500 if nothing was
+//! sent.
+
+use super::bridge::{Post, WsgiBridge};
+use super::environ;
+use super::exchange::Exchange;
+use super::input::WsgiInput;
+use super::pool::AppContext;
+use super::start_response::{Sent, StartResponse};
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use std::sync::Arc;
+
+/// A list body up to this size is joined and sent with its length in one part.
+const JOIN_LIMIT: usize = 64 * 1024;
+
+pub fn serve(py: Python<'_>, ctx: &AppContext, ex: Arc<Exchange>) {
+    let exc = run(py, ctx, &ex).err().map(|e| e.into_value(py).into_any());
+    if let Err(e) = WsgiBridge::post(ctx.bridge.bind(py), Post::Finished(ex, exc)) {
+        e.write_unraisable(py, None);
+    }
+}
+
+fn run(py: Python<'_>, ctx: &AppContext, ex: &Arc<Exchange>) -> PyResult<()> {
+    let input = Bound::new(py, WsgiInput::new(ex.clone(), ctx.bridge.clone_ref(py)))?;
+    let environ = environ::build(py, ctx, ex.request.get(), input.into_any())?;
+    let responder = Bound::new(py, StartResponse::new(ex.clone(), ctx.bridge.clone_ref(py)))?;
+    let result = ctx.app.bind(py).call1((environ, &responder))?;
+    let sent = send_result(py, responder.get(), &result);
+    // PEP 3333: close() is called whatever happened, after the iteration.
+    let closed = match result.getattr_opt(intern!(py, "close")) {
+        Ok(Some(close)) => close.call0().map(drop),
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
+    sent.and(closed)
+}
+
+fn chunk<'py>(item: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    item.cast_into::<PyBytes>().map_err(|e| {
+        let name = e.into_inner().get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        PyTypeError::new_err(format!("a WSGI application must give bytes, not {name}"))
+    })
+}
+
+fn send_result(py: Python<'_>, responder: &StartResponse, result: &Bound<'_, PyAny>) -> PyResult<()> {
+    if result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>() {
+        let items = result.try_iter()?.map(|i| chunk(i?)).collect::<PyResult<Vec<_>>>()?;
+        let total: usize = items.iter().map(|b| b.as_bytes().len()).sum();
+        if items.len() == 1 || (total <= JOIN_LIMIT && !responder.head_sent()) {
+            let body = match items.len() {
+                1 => items.into_iter().next(),
+                _ => Some(PyBytes::new_with(py, total, |out| {
+                    let mut at = 0;
+                    for b in &items {
+                        let data = b.as_bytes();
+                        if let Some(slot) = out.get_mut(at..at + data.len()) {
+                            slot.copy_from_slice(data);
+                        }
+                        at += data.len();
+                    }
+                    Ok(())
+                })?),
+            };
+            responder.send(py, body, false)?;
+            return Ok(());
+        }
+        for item in items {
+            if !item.as_bytes().is_empty() && responder.send(py, Some(item), true)? == Sent::Gone {
+                return Ok(());
+            }
+        }
+        responder.send(py, None, false)?;
+        return Ok(());
+    }
+    for item in result.try_iter()? {
+        let item = chunk(item?)?;
+        // An empty part sends nothing: the head waits for real bytes (or the end).
+        if !item.as_bytes().is_empty() && responder.send(py, Some(item), true)? == Sent::Gone {
+            return Ok(());
+        }
+    }
+    responder.send(py, None, false)?;
+    Ok(())
+}
