@@ -1,6 +1,7 @@
 """A raw-request corpus from RFC 9112 (and RFC 9110 where it rules on fields): each
 request is sent on its own connection to an echo app; the test checks the status and
 whether the server keeps the connection (a second request is answered) or closes it.
+Every request goes to the ASGI echo app and to its WSGI counterpart, with the same verdicts.
 
 Written for swordfish; named after the section each request exercises."""
 
@@ -9,6 +10,7 @@ import asyncio
 import pytest
 
 from httputil import echo_app, read_response, serving, connect
+from wsgiutil import wsgi_echo_app
 
 H = b"Host: example.com\r\n"
 
@@ -116,12 +118,21 @@ INVALID = [
 ]
 
 
+ECHO_APPS = {"asgi": echo_app, "wsgi": wsgi_echo_app}
+
+
+@pytest.fixture(params=list(ECHO_APPS))
+def interface(request):
+    """The interface of the echo app the corpus goes to: 'asgi' or 'wsgi'."""
+    return request.param
+
+
 def _run(loop, coro):
     return loop.run_until_complete(asyncio.wait_for(coro, 20))
 
 
-async def _probe(raw):
-    async with serving(echo_app) as server:
+async def _probe(raw, interface):
+    async with serving(ECHO_APPS[interface], interface=interface) as server:
         reader, writer = await connect(server)
         try:
             writer.write(raw)
@@ -139,8 +150,8 @@ async def _probe(raw):
 
 
 @pytest.mark.parametrize("name,raw,status,stays_open", VALID, ids=[v[0] for v in VALID])
-def test_valid_request(loop, name, raw, status, stays_open):
-    first, again = _run(loop, _probe(raw))
+def test_valid_request(loop, interface, name, raw, status, stays_open):
+    first, again = _run(loop, _probe(raw, interface))
     assert first.status == status, first
     assert (again is not None) == stays_open
     if again is not None:
@@ -148,16 +159,16 @@ def test_valid_request(loop, name, raw, status, stays_open):
 
 
 @pytest.mark.parametrize("name,raw,status", INVALID, ids=[v[0] for v in INVALID])
-def test_invalid_request(loop, name, raw, status):
-    first, again = _run(loop, _probe(raw))
+def test_invalid_request(loop, interface, name, raw, status):
+    first, again = _run(loop, _probe(raw, interface))
     assert first.status == status, first
     assert first.header("connection") == "close"
     assert again is None, "the connection must close after a rejected request"
 
 
-def test_bodies_and_paths(loop):
+def test_bodies_and_paths(loop, interface):
     async def main():
-        async with serving(echo_app) as server:
+        async with serving(ECHO_APPS[interface], interface=interface) as server:
             reader, writer = await connect(server)
             writer.write(
                 b"POST /a%20b/%E2%82%AC?q=%20 HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"

@@ -595,6 +595,7 @@ def test_a_client_that_does_not_read_holds_the_app_back(loop):
             reader, writer = await connect(server)
             writer.write(GET)
             await read_head(reader)
+            await until(lambda: produced, what="the app's first chunk")
             # The client reads nothing: wait until the app stops making chunks (it is
             # blocked), then see how far it got.
             last, stable_since = -1, asyncio.get_running_loop().time()

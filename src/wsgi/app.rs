@@ -28,7 +28,9 @@ impl WsgiApp {
     /// `SCRIPT_NAME`, `SERVER_PROTOCOL` "HTTP/1.1", an empty `QUERY_STRING`); `threads`:
     /// the most app threads; `logger`: where response errors found on the loop go.
     #[new]
-    #[pyo3(signature = (app, loop_, *, environ, threads, logger))]
+    /// `sendfile`: the coroutine function that sends a `wsgi.file_wrapper` file (see
+    /// `WsgiBridge`); None where the loop has no `sendfile` (the file is then iterated).
+    #[pyo3(signature = (app, loop_, *, environ, threads, logger, sendfile))]
     fn new(
         py: Python<'_>,
         app: Py<PyAny>,
@@ -36,12 +38,13 @@ impl WsgiApp {
         environ: Bound<'_, PyDict>,
         threads: usize,
         logger: Py<PyAny>,
+        sendfile: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let root_path = match environ.get_item("SCRIPT_NAME")? {
             Some(s) => s.extract::<String>()?.into_bytes(),
             None => Vec::new(),
         };
-        let bridge = Py::new(py, WsgiBridge::new(loop_, logger))?;
+        let bridge = Py::new(py, WsgiBridge::new(loop_, logger, sendfile))?;
         let ctx = AppContext { app, environ: environ.unbind(), bridge, root_path };
         Ok(WsgiApp { pool: Arc::new(Pool::new(ctx, threads)) })
     }

@@ -24,6 +24,15 @@ pub enum OutPart {
 
 pub enum Post {
     Respond(Arc<Exchange>, Vec<OutPart>),
+    /// The head, then `size` bytes of an open file from `offset`, sent by the loop's
+    /// `sendfile` (the app thread waits for `Shared::file_done` before closing it).
+    File {
+        ex: Arc<Exchange>,
+        head: ResponseHead,
+        file: Py<PyAny>,
+        offset: u64,
+        size: u64,
+    },
     /// The app wants more of the request body.
     Read(Arc<Exchange>),
     /// The app returned (or raised this) and its iterable is closed.
@@ -39,13 +48,16 @@ const WSGI_APP_END: AppEnd = AppEnd {
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct WsgiBridge {
     queue: Mutex<Vec<Post>>,
-    lp: Py<PyAny>,
+    pub lp: Py<PyAny>,
     logger: Py<PyAny>,
+    /// `sendfile(protocol, transport, file, offset, size, gen, done)`: the coroutine that
+    /// sends a file as a response body and calls `done(ok)`; None where the loop cannot.
+    pub sendfile: Option<Py<PyAny>>,
 }
 
 impl WsgiBridge {
-    pub fn new(lp: Py<PyAny>, logger: Py<PyAny>) -> WsgiBridge {
-        WsgiBridge { queue: Mutex::new(Vec::new()), lp, logger }
+    pub fn new(lp: Py<PyAny>, logger: Py<PyAny>, sendfile: Option<Py<PyAny>>) -> WsgiBridge {
+        WsgiBridge { queue: Mutex::new(Vec::new()), lp, logger, sendfile }
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Post>> {
@@ -80,6 +92,7 @@ impl WsgiBridge {
         for post in posts {
             let r = match post {
                 Post::Respond(ex, parts) => respond(py, &ex, parts, &slf.get().logger),
+                Post::File { ex, head, file, offset, size } => send_file(slf.get(), py, &ex, head, file, offset, size),
                 Post::Read(ex) => read(py, &ex),
                 Post::Finished(ex, exc) => finished(py, &ex, exc),
             };
@@ -162,8 +175,48 @@ pub fn body_message(py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAn
         .unbind())
 }
 
-fn finished(py: Python<'_>, ex: &Arc<Exchange>, exc: Option<Py<PyAny>>) -> PyResult<()> {
-    HttpProtocol::app_finished(ex.proto.bind(py), ex.gen, exc, false, &WSGI_APP_END)
+/// The app is done with request `ex` (raising `exc`), or never got it (the client left
+/// while its body was collected).
+pub fn finished(py: Python<'_>, ex: &Exchange, exc: Option<Py<PyAny>>) -> PyResult<()> {
+    let disconnected = exc.is_none() && ex.lock().truncated;
+    HttpProtocol::app_finished(ex.proto.bind(py), ex.gen, exc, disconnected, &WSGI_APP_END)
+}
+
+fn send_file(
+    bridge: &WsgiBridge,
+    py: Python<'_>,
+    ex: &Arc<Exchange>,
+    head: ResponseHead,
+    file: Py<PyAny>,
+    offset: u64,
+    size: u64,
+) -> PyResult<()> {
+    let proto = ex.proto.bind(py);
+    let gone = |r: Result<Responded, RespondError>| {
+        if r.is_err() {
+            ex.update(|s| {
+                s.gone = true;
+                s.file_done = true;
+            });
+        }
+        r.ok()
+    };
+    if gone(HttpProtocol::respond(proto, ex.gen, Part::Head { head, trailers: false })?).is_none() {
+        return Ok(());
+    }
+    match gone(HttpProtocol::respond(proto, ex.gen, Part::File { size })?) {
+        Some(Responded::File(transport, size)) => {
+            let done = Py::new(py, FileDone { ex: ex.clone() })?;
+            let t = transport.unwrap_or_else(|| py.None());
+            let Some(sendfile) = &bridge.sendfile else { return Ok(()) };
+            let coro = sendfile.call1(py, (proto, t, file, offset, size, ex.gen, done))?;
+            bridge.lp.call_method1(py, intern!(py, "create_task"), (coro,))?;
+        }
+        // A bodiless response (HEAD, 304) or an empty file: nothing to send.
+        Some(_) => ex.update(|s| s.file_done = true),
+        None => {}
+    }
+    Ok(())
 }
 
 /// What the connection resolves when body bytes come for a request (the `done()` and
@@ -191,6 +244,22 @@ impl BodyWaiter {
             Some(pool) => pool.prefetch(py, &self.ex),
             None => Ok(()),
         }
+    }
+}
+
+/// Called with whether the file of a response went out whole: the app thread may close it.
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct FileDone {
+    ex: Arc<Exchange>,
+}
+
+#[pymethods]
+impl FileDone {
+    fn __call__(&self, ok: bool) {
+        self.ex.update(|s| {
+            s.file_done = true;
+            s.gone |= !ok;
+        });
     }
 }
 

@@ -33,6 +33,8 @@ pub struct Shared {
     pub paused: bool,
     /// Nothing more reaches the client (it left, or the connection ended the response).
     pub gone: bool,
+    /// The file sent as the body is out (or failed): the app's iterable may be closed.
+    pub file_done: bool,
 }
 
 impl Shared {

@@ -1,5 +1,6 @@
 //! `wsgi.file_wrapper` (PEP 3333, "Optional Platform-Specific File Handling"): an iterable
-//! over a file-like object's blocks, whose `close()` closes the file.
+//! over a file-like object's blocks, whose `close()` closes the file. Returned by an app
+//! for a regular file, it is sent with `sendfile` instead (`response::sendable`).
 
 use pyo3::exceptions::PyStopIteration;
 use pyo3::intern;
@@ -21,7 +22,7 @@ impl FileWrapper {
     }
 
     #[getter]
-    fn filelike(&self, py: Python<'_>) -> Py<PyAny> {
+    pub fn filelike(&self, py: Python<'_>) -> Py<PyAny> {
         self.filelike.clone_ref(py)
     }
 

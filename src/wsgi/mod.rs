@@ -23,8 +23,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bridge::WsgiBridge>()?;
     m.add_class::<bridge::BodyWaiter>()?;
     m.add_class::<bridge::Resume>()?;
+    m.add_class::<bridge::FileDone>()?;
     m.add_class::<file_wrapper::FileWrapper>()?;
     m.add_class::<input::WsgiInput>()?;
+    m.add_class::<pool::StallCheck>()?;
     m.add_class::<request::WsgiRequest>()?;
     m.add_class::<start_response::StartResponse>()?;
     Ok(())

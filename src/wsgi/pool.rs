@@ -1,18 +1,24 @@
 //! The app threads. A request is submitted once its body is complete or its first
 //! `PREFETCH` bytes have arrived (the loop collects them), so a client that sends its
-//! body slowly holds a connection but no thread. Threads start when there is work and no
-//! idle thread, up to the configured number, and take the next request without releasing
-//! the GIL when one is queued, so that a busy server hands requests over in batches.
+//! body slowly holds a connection but no thread. A thread that finishes a request takes
+//! the next queued one without releasing the GIL, so a busy server hands requests over in
+//! batches. Another thread is woken (or started, up to the configured number) only when no
+//! thread is serving, or when the oldest queued request has waited `STALL`: the threads
+//! serving are then blocked (an app waiting on a database), not busy. Threads that would
+//! only take turns holding the GIL on a CPU-bound app are never woken, since each switch
+//! between them costs more than it gives (docs/design.md has the measurements).
 
-use super::bridge::{deliver, BodyWaiter, WsgiBridge};
+use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
 use super::exchange::Exchange;
 use super::response;
 use crate::http::body::BodyRead;
 use crate::http::conn::Expect;
 use crate::http::protocol::HttpProtocol;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -20,6 +26,8 @@ use std::time::{Duration, Instant};
 /// Body bytes collected on the loop before the app gets a request whose body is not
 /// complete: at most this much (plus one read) is buffered per request while a client sends.
 pub const PREFETCH: usize = 256 * 1024;
+/// How long a queued request waits for a serving thread before another thread is woken.
+const STALL: Duration = Duration::from_millis(2);
 
 /// What every app thread needs to serve a request.
 pub struct AppContext {
@@ -33,22 +41,48 @@ pub struct AppContext {
 pub struct Pool {
     pub ctx: AppContext,
     threads: usize,
+    /// A `StallCheck` is scheduled.
+    check_armed: AtomicBool,
     state: Mutex<PoolState>,
     work: Condvar,
 }
 
 #[derive(Default)]
 struct PoolState {
-    jobs: VecDeque<Arc<Exchange>>,
+    /// Requests submitted, with when.
+    jobs: VecDeque<(Arc<Exchange>, Instant)>,
+    /// Threads waiting for work.
     idle: usize,
+    /// Threads serving a request.
+    serving: usize,
+    /// Threads started and not ended.
     running: usize,
     stopping: bool,
     handles: Vec<JoinHandle<()>>,
 }
 
+impl PoolState {
+    /// Whether the queue needs a thread that is not serving now.
+    fn stalled(&self, now: Instant) -> bool {
+        self.serving == 0 || self.jobs.front().is_some_and(|(_, at)| now.duration_since(*at) >= STALL)
+    }
+
+    fn take(&mut self) -> Option<Arc<Exchange>> {
+        let (job, _) = self.jobs.pop_front()?;
+        self.serving += 1;
+        Some(job)
+    }
+}
+
 impl Pool {
     pub fn new(ctx: AppContext, threads: usize) -> Pool {
-        Pool { ctx, threads: threads.max(1), state: Mutex::new(PoolState::default()), work: Condvar::new() }
+        Pool {
+            ctx,
+            threads: threads.max(1),
+            check_armed: AtomicBool::new(false),
+            state: Mutex::new(PoolState::default()),
+            work: Condvar::new(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, PoolState> {
@@ -83,52 +117,85 @@ impl Pool {
                 }
             }
         }
-        let first = {
+        let (first, truncated) = {
             let mut s = ex.lock();
-            !std::mem::replace(&mut s.submitted, true)
+            (!std::mem::replace(&mut s.submitted, true), s.truncated)
         };
+        if first && truncated {
+            // The client left before the body's start came: no app to run.
+            return finished(py, ex, None);
+        }
         if first {
-            self.submit(ex.clone());
+            self.submit(py, ex.clone())?;
         }
         Ok(())
     }
 
-    fn submit(self: &Arc<Self>, ex: Arc<Exchange>) {
-        let spawn = {
-            let mut st = self.lock();
-            if st.stopping {
-                return;
-            }
-            st.jobs.push_back(ex);
-            let spawn = st.idle == 0 && st.running < self.threads;
-            if spawn {
-                st.running += 1;
-            }
-            spawn
-        };
-        if spawn {
-            let pool = self.clone();
-            let handle = std::thread::Builder::new().name("swordfish-wsgi".into()).spawn(move || pool.work());
-            match handle {
-                Ok(h) => self.lock().handles.push(h),
-                Err(_) => self.lock().running -= 1,
-            }
-        } else {
+    fn submit(self: &Arc<Self>, py: Python<'_>, ex: Arc<Exchange>) -> PyResult<()> {
+        let now = Instant::now();
+        let mut st = self.lock();
+        if st.stopping {
+            return Ok(());
+        }
+        st.jobs.push_back((ex, now));
+        let waiting = !st.stalled(now);
+        self.more_hands(st, now);
+        // Queued behind a serving thread: if it is blocked, nobody else would look again
+        // until the next request comes.
+        if waiting && !self.check_armed.swap(true, Ordering::Relaxed) {
+            let check = Py::new(py, StallCheck { pool: self.clone() })?;
+            self.ctx.bridge.get().lp.call_method1(py, intern!(py, "call_later"), (STALL.as_secs_f64(), check))?;
+        }
+        Ok(())
+    }
+
+    /// Wake an idle thread, or start one, if the queue has stalled.
+    fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>, now: Instant) {
+        if st.jobs.is_empty() || !st.stalled(now) {
+            return;
+        }
+        if st.idle > 0 {
+            drop(st);
             self.work.notify_one();
+            return;
+        }
+        if st.running >= self.threads {
+            return;
+        }
+        st.running += 1;
+        drop(st);
+        let pool = self.clone();
+        match std::thread::Builder::new().name("swordfish-wsgi".into()).spawn(move || pool.work()) {
+            Ok(h) => self.lock().handles.push(h),
+            Err(_) => self.lock().running -= 1,
         }
     }
 
     /// An app thread: serve requests until the pool stops.
     fn work(self: Arc<Self>) {
-        Python::attach(|py| loop {
-            // A request already queued is taken without releasing the GIL.
-            let queued = self.lock().jobs.pop_front();
-            let job = match queued {
-                Some(job) => Some(job),
-                None => py.detach(|| self.wait_job()),
-            };
-            let Some(ex) = job else { break };
-            response::serve(py, &self.ctx, ex);
+        Python::attach(|py| {
+            let mut job = None;
+            loop {
+                let queued = {
+                    let mut st = self.lock();
+                    if job.take().is_some() {
+                        st.serving -= 1;
+                    }
+                    let next = st.take();
+                    // Requests left waiting behind this one may need another thread.
+                    if next.is_some() {
+                        self.more_hands(st, Instant::now());
+                    }
+                    next
+                };
+                let next = match queued {
+                    Some(ex) => Some(ex),
+                    None => py.detach(|| self.wait_job()),
+                };
+                let Some(ex) = next else { break };
+                response::serve(py, &self.ctx, ex.clone());
+                job = Some(());
+            }
         });
         let mut st = self.lock();
         st.running -= 1;
@@ -140,7 +207,7 @@ impl Pool {
         let mut st = self.lock();
         st.idle += 1;
         let job = loop {
-            if let Some(job) = st.jobs.pop_front() {
+            if let Some(job) = st.take() {
                 break Some(job);
             }
             if st.stopping {
@@ -191,5 +258,30 @@ impl Pool {
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+}
+
+/// A look at the queue `STALL` after a request was queued behind a serving thread, on the
+/// loop: another thread is woken if it is still waiting.
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct StallCheck {
+    pool: Arc<Pool>,
+}
+
+#[pymethods]
+impl StallCheck {
+    fn __call__(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let pool = &slf.get().pool;
+        let st = pool.lock();
+        let more = !st.jobs.is_empty() && !st.stopping;
+        pool.more_hands(st, Instant::now());
+        if more {
+            // Still queued: look again (each look wakes at most one thread).
+            let lp = &pool.ctx.bridge.get().lp;
+            lp.call_method1(slf.py(), intern!(slf.py(), "call_later"), (STALL.as_secs_f64(), slf))?;
+        } else {
+            pool.check_armed.store(false, Ordering::Relaxed);
+        }
+        Ok(())
     }
 }

@@ -6,6 +6,7 @@
 use super::bridge::{Post, WsgiBridge};
 use super::environ;
 use super::exchange::Exchange;
+use super::file_wrapper::FileWrapper;
 use super::input::WsgiInput;
 use super::pool::AppContext;
 use super::start_response::{Sent, StartResponse};
@@ -30,7 +31,8 @@ fn run(py: Python<'_>, ctx: &AppContext, ex: &Arc<Exchange>) -> PyResult<()> {
     let environ = environ::build(py, ctx, ex.request.get(), input.into_any())?;
     let responder = Bound::new(py, StartResponse::new(ex.clone(), ctx.bridge.clone_ref(py)))?;
     let result = ctx.app.bind(py).call1((environ, &responder))?;
-    let sent = send_result(py, responder.get(), &result);
+    let sendfile = ctx.bridge.get().sendfile.is_some();
+    let sent = send_result(py, responder.get(), &result, sendfile);
     // PEP 3333: close() is called whatever happened, after the iteration.
     let closed = match result.getattr_opt(intern!(py, "close")) {
         Ok(Some(close)) => close.call0().map(drop),
@@ -47,7 +49,35 @@ fn chunk<'py>(item: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     })
 }
 
-fn send_result(py: Python<'_>, responder: &StartResponse, result: &Bound<'_, PyAny>) -> PyResult<()> {
+/// (offset, bytes to the end) of a `wsgi.file_wrapper` whose file the loop can send with
+/// `sendfile`: a regular file with a descriptor; None for any other file-like (iterated).
+fn sendable(py: Python<'_>, filelike: &Bound<'_, PyAny>) -> Option<(u64, u64)> {
+    let fd: i32 = filelike.call_method0(intern!(py, "fileno")).ok()?.extract().ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes a `stat` into the buffer given, or fails.
+    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: fstat succeeded, so it filled the buffer.
+    let st = unsafe { st.assume_init() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    let offset: u64 = filelike.call_method0(intern!(py, "tell")).ok()?.extract().ok()?;
+    let len = u64::try_from(st.st_size).ok()?;
+    Some((offset, len.saturating_sub(offset)))
+}
+
+fn send_result(py: Python<'_>, responder: &StartResponse, result: &Bound<'_, PyAny>, sendfile: bool) -> PyResult<()> {
+    if let Some(wrapper) = result.cast::<FileWrapper>().ok().filter(|_| sendfile) {
+        let filelike = wrapper.get().filelike(py);
+        if !responder.head_sent() {
+            if let Some((offset, remaining)) = sendable(py, filelike.bind(py)) {
+                responder.send_file(py, filelike, offset, remaining)?;
+                return Ok(());
+            }
+        }
+    }
     if result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>() {
         let items = result.try_iter()?.map(|i| chunk(i?)).collect::<PyResult<Vec<_>>>()?;
         let total: usize = items.iter().map(|b| b.as_bytes().len()).sum();

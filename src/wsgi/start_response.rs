@@ -131,6 +131,27 @@ impl StartResponse {
         builder.finish(&rules).map_err(error)
     }
 
+    /// Send `file` (an open regular file, `remaining` bytes from `offset` to its end) as the
+    /// whole body, with the loop's `sendfile`, and wait until it is out: the app's iterable
+    /// (which closes the file) is closed after. The app's Content-Length, if smaller, is
+    /// what is sent.
+    pub fn send_file(&self, py: Python<'_>, file: Py<PyAny>, offset: u64, remaining: u64) -> PyResult<Sent> {
+        let gone = self.ex.wait_for(py, |s| !s.paused || s.gone, |s| s.gone);
+        if gone {
+            return Ok(Sent::Gone);
+        }
+        let head = {
+            let mut reply = self.reply();
+            let head = self.head(py, &reply)?;
+            reply.head_sent = true;
+            head
+        };
+        let size = head.length.map_or(remaining, |n| n.min(remaining));
+        WsgiBridge::post(self.bridge.bind(py), Post::File { ex: self.ex.clone(), head, file, offset, size })?;
+        let gone = self.ex.wait_for(py, |s| s.file_done || s.gone, |s| s.gone);
+        Ok(if gone { Sent::Gone } else { Sent::Queued })
+    }
+
     /// Send a body part (`None`: no bytes), the head before the first; `more`: the body
     /// goes on. Waits (GIL released) while writing is paused.
     pub fn send(&self, py: Python<'_>, body: Option<Bound<'_, PyBytes>>, more: bool) -> PyResult<Sent> {

@@ -23,26 +23,47 @@ _DRAIN_ITERATIONS = 8  # loop iterations between closing the listeners and closi
 _CANCELLED_APP_GRACE = 1.0  # seconds the apps cancelled at the graceful timeout get to clean up
 
 
+async def _send_file(transport, file, offset, size):
+    """`size` bytes of `file` from `offset` with `loop.sendfile` (zero-copy `os.sendfile` on
+    socket transports that allow it, a read/write loop otherwise). A file that shrank
+    since its size was taken fails the response (the connection closes); of one that grew,
+    only `size` bytes are sent."""
+    if transport is None or transport.is_closing():
+        raise _native.ClientDisconnected("the client disconnected")
+    loop = asyncio.get_running_loop()
+    try:
+        sent = await loop.sendfile(transport, file, offset, size)
+    except (ConnectionError, BrokenPipeError) as exc:
+        raise _native.ClientDisconnected("the client disconnected") from exc
+    if sent != size:
+        raise RuntimeError(f"the file shrank while it was sent: {sent} of {size} bytes")
+
+
 async def _pathsend(protocol, transport, path, gen, size):
-    """`http.response.pathsend`: the `size` bytes the head announced go out with
-    `loop.sendfile` (zero-copy `os.sendfile` on socket transports that allow it, a
-    read/write loop otherwise). A file that shrank since fails the response (the connection
-    closes); of one that grew, only `size` bytes are sent."""
+    """`http.response.pathsend`: the file at `path`, `size` bytes as the head announced."""
     ok = False
     try:
-        if transport is None or transport.is_closing():
-            raise _native.ClientDisconnected("the client disconnected")
-        loop = asyncio.get_running_loop()
-        try:
-            with open(path, "rb") as f:
-                sent = await loop.sendfile(transport, f, 0, size)
-        except (ConnectionError, BrokenPipeError) as exc:
-            raise _native.ClientDisconnected("the client disconnected") from exc
-        if sent != size:
-            raise RuntimeError(f"the file shrank while it was sent: {sent} of {size} bytes")
+        with open(path, "rb") as f:
+            await _send_file(transport, f, 0, size)
         ok = True
     finally:
         protocol._pathsend_done(gen, ok)
+
+
+async def _wsgi_sendfile(protocol, transport, file, offset, size, gen, done):
+    """A WSGI app's `wsgi.file_wrapper` file as the body; `done(ok)` lets its thread close
+    the file. The app's thread is not there to take an error: it is logged."""
+    ok = False
+    try:
+        await _send_file(transport, file, offset, size)
+        ok = True
+    except _native.ClientDisconnected:
+        pass
+    except Exception:
+        logger.exception("sending a WSGI file_wrapper body failed")
+    finally:
+        protocol._pathsend_done(gen, ok)
+        done(ok)
 
 
 def _eager_task(loop):
@@ -121,8 +142,9 @@ class Server:
         interface = None
         try:
             if wsgi:
-                interface = _native.WsgiApp(
-                    app, loop, environ=environ_template(config), threads=config.threads, logger=logger)
+                sendfile = _wsgi_sendfile if type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile else None
+                interface = _native.WsgiApp(app, loop, environ=environ_template(config), threads=config.threads,
+                                            logger=logger, sendfile=sendfile)
             else:
                 interface = self._asgi_interface(app, loop, lifespan)
             self.state = state = _native.HttpServerState(

@@ -1,0 +1,335 @@
+"""A WSGI app under `python -m swordfish serve ... --interface wsgi` in a subprocess (the
+app is tests/apps/wsgi_app.py): the interface chosen by flag, by SWORDFISH_INTERFACE and
+by auto-detection, `--threads`, the environ of a real process (no os.environ leaking in,
+not on the main thread), SIGTERM with a request in flight and with idle keep-alive
+connections, the graceful timeout with a stuck app thread, `--workers 2`
+(wsgi.multiprocess), `--uds`, TLS, `--limit-concurrency`, `--max-requests`, and
+`swordfish.serve(app, interface="wsgi")`.
+
+Every wait is on an observable event (a log line, a response, a process exit) with a
+generous deadline for a loaded 2-core machine."""
+
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from httputil import free_port
+from netutil import tls_files  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.timeout(120)
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+DEADLINE = 30.0  # seconds for anything to happen
+APP = "apps.wsgi_app:app"
+
+
+class Cli:
+    """`python -m swordfish serve APP --app-dir tests ARGS` (or cmd), its log collected."""
+
+    def __init__(self, *args, env=None, app=APP, cmd=None):
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
+        full_env.update(env or {})
+        if cmd is None:
+            cmd = [sys.executable, "-m", "swordfish", "serve", app, "--app-dir", TESTS, *args]
+        self.proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append(None)
+            self.cond.notify_all()
+
+    def log(self):
+        with self.cond:
+            return "\n".join(x for x in self.lines if x is not None)
+
+    def wait_line(self, pattern, count=1, timeout=DEADLINE):
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                found = [m for m in map(rx.search, (x for x in self.lines if x is not None)) if m]
+                if len(found) >= count:
+                    return found[count - 1]
+                if None in self.lines:
+                    raise AssertionError(f"server exited before {pattern!r}:\n{self.log()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {pattern!r} within {timeout}s:\n{self.log()}")
+                self.cond.wait(left)
+
+    def port(self):
+        return int(self.wait_line(r"(?:serving on https?://|workers on )[\d.]+:(\d+)").group(1))
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.wait()
+
+    def wait(self, timeout=DEADLINE):
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"server did not exit within {timeout}s:\n{self.log()}")
+        self.reader.join(5)
+        return code
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def connect(addr, ctx=None, timeout=10):
+    if isinstance(addr, str):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(addr)
+        return s
+    s = socket.create_connection(("127.0.0.1", addr), timeout=timeout)
+    return ctx.wrap_socket(s, server_hostname="localhost") if ctx else s
+
+
+def parse(data):
+    """(status, body) of one whole response (chunked or not)."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 "), data
+    status = int(head.split(b" ", 2)[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        out = b""
+        while True:
+            size, _, body = body.partition(b"\r\n")
+            n = int(size, 16)
+            if n == 0:
+                break
+            out, body = out + body[:n], body[n + 2:]
+        body = out
+    return status, body
+
+
+def read_all(s, data=b""):
+    try:
+        while chunk := s.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    finally:
+        s.close()
+    return data
+
+
+def http(addr, path, method="GET", body=b"", ctx=None):
+    """One request on a new connection (Connection: close): (status, body)."""
+    s = connect(addr, ctx)
+    s.sendall(b"%s %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+              % (method.encode(), path.encode(), len(body), body))
+    return parse(read_all(s))
+
+
+def answering(addr, ctx=None):
+    """Polls until the server answers GET /pid; that pid."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        try:
+            status, body = http(addr, "/pid", ctx=ctx)
+            assert status == 200, body
+            return int(body)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)  # polling for the server to listen
+
+
+def start_in_flight(addr, path):
+    """Sends GET path and reads until the app has started answering ("begin\\n")."""
+    s = connect(addr, timeout=DEADLINE)
+    s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    data = b""
+    while b"begin\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    return s, data
+
+
+@pytest.mark.parametrize("how", ["flag", "env", "auto"])
+def test_cli_serves_a_wsgi_app(how):
+    args = ["--port", "0", "--threads", "3"]
+    env = {"SWORDFISH_WSGI_LEAK_PROBE": "leaked"}
+    if how == "flag":
+        args += ["--interface", "wsgi"]
+    elif how == "env":
+        env["SWORDFISH_INTERFACE"] = "wsgi"
+    with Cli(*args, env=env) as srv:
+        port = srv.port()
+        assert answering(port) == srv.proc.pid
+        status, body = http(port, "/env?x=1")
+        assert status == 200, body
+        env_seen = json.loads(body)
+        assert http(port, "/echo", "POST", b"posted") == (200, b"posted")
+        # --threads 3: three requests in the app at once.
+        with ThreadPoolExecutor(3) as pool:
+            assert list(pool.map(lambda _: http(port, "/barrier?n=3"), range(3))) == [(200, b"ok")] * 3
+        assert srv.stop() == 0, srv.log()
+    assert env_seen["main_thread"] is False
+    assert env_seen["wsgi"] == {"wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
+                                "wsgi.url_scheme": "http"}
+    for leaked in ("SWORDFISH_WSGI_LEAK_PROBE", "PATH", "HOME", "SWORDFISH_INTERFACE"):
+        assert leaked not in env_seen["keys"], leaked
+    assert env_seen["cgi"]["QUERY_STRING"] == "x=1" and env_seen["cgi"]["REQUEST_METHOD"] == "GET"
+    assert "Traceback" not in srv.log(), srv.log()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--threads", "0"], "argument --threads: must be at least 1"),
+    (["--interface", "rsgi"], "argument --interface: invalid choice: 'rsgi'"),
+])
+def test_cli_rejects_invalid_interface_options(args, message):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
+    r = subprocess.run([sys.executable, "-m", "swordfish", "serve", APP, "--app-dir", TESTS, *args],
+                       env=env, capture_output=True, text=True, timeout=DEADLINE)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_sigterm_lets_the_request_in_flight_finish():
+    with Cli("--port", "0", "--interface", "wsgi", "--timeout-graceful-shutdown", "20") as srv:
+        port = srv.port()
+        s, data = start_in_flight(port, "/slow?t=0.5")
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        assert parse(read_all(s, data)) == (200, b"begin\nend\n")
+        assert srv.wait() == 0, srv.log()
+        assert time.monotonic() - t0 < 15
+
+
+def test_idle_keep_alive_connections_do_not_hold_up_shutdown():
+    with Cli("--port", "0", "--interface", "wsgi", "--timeout-keep-alive", "60",
+             "--timeout-graceful-shutdown", "60") as srv:
+        port = srv.port()
+        answering(port)
+        idle = []
+        for _ in range(3):
+            s = connect(port, timeout=DEADLINE)
+            s.sendall(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+            data = b""
+            while not data.endswith(str(srv.proc.pid).encode()):
+                chunk = s.recv(65536)
+                assert chunk, data
+                data += chunk
+            idle.append(s)  # answered, kept alive, idle
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.wait() == 0, srv.log()
+        assert time.monotonic() - t0 < 10, "idle connections held the shutdown up"
+        for s in idle:
+            assert read_all(s) == b""  # closed by the server, with nothing more sent
+
+
+def test_graceful_timeout_ends_with_an_app_thread_still_busy():
+    # A WSGI app cannot be cancelled: at the graceful timeout the connection is closed and
+    # the process exits anyway, without waiting for the thread.
+    with Cli("--port", "0", "--interface", "wsgi", "--timeout-graceful-shutdown", "0.5") as srv:
+        port = srv.port()
+        s, data = start_in_flight(port, "/slow?t=60")
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        data = read_all(s, data)
+        assert b"end" not in data
+        assert srv.wait(20) == 0, srv.log()
+        assert time.monotonic() - t0 < 15
+
+
+def test_two_workers_are_multiprocess():
+    with Cli("--port", "0", "--interface", "wsgi", "--workers", "2", "--no-access-log") as srv:
+        srv.wait_line(r"serving on .*\(pid \d+\)", count=2)
+        port = srv.port()
+        pids, envs = set(), []
+        deadline = time.monotonic() + DEADLINE
+        with ThreadPoolExecutor(4) as pool:
+            while len(pids) < 2:
+                assert time.monotonic() < deadline, (pids, srv.log())
+                for status, body in pool.map(lambda _: http(port, "/env"), range(8)):
+                    assert status == 200, body
+                    envs.append(json.loads(body))
+                    pids.add(envs[-1]["pid"])
+        assert srv.proc.pid not in pids
+        assert srv.stop() == 0, srv.log()
+    assert all(e["wsgi"]["wsgi.multiprocess"] is True for e in envs)
+
+
+def test_unix_socket(tmp_path):
+    path = str(tmp_path / "wsgi.sock")
+    with Cli("--uds", path, "--interface", "wsgi") as srv:
+        assert answering(path) == srv.proc.pid
+        status, body = http(path, "/env")
+        assert status == 200, body  # the validator found nothing wrong without a peer address
+        assert http(path, "/echo", "POST", b"over unix") == (200, b"over unix")
+        assert srv.stop() == 0, srv.log()
+    assert not os.path.exists(path)
+
+
+def test_tls(tls_files):
+    cert, key = tls_files
+    ctx = ssl.create_default_context(cafile=cert)
+    with Cli("--port", "0", "--interface", "wsgi", "--ssl-certfile", cert, "--ssl-keyfile", key) as srv:
+        port = srv.port()
+        answering(port, ctx)
+        status, body = http(port, "/env", ctx=ctx)
+        assert status == 200 and json.loads(body)["wsgi"]["wsgi.url_scheme"] == "https"
+        payload = os.urandom(300_000)
+        assert http(port, "/echo", "POST", payload, ctx=ctx) == (200, payload)
+        assert srv.stop() == 0, srv.log()
+
+
+def test_limit_concurrency():
+    with Cli("--port", "0", "--interface", "wsgi", "--limit-concurrency", "1", "--threads", "4") as srv:
+        port = srv.port()
+        answering(port)
+        s, data = start_in_flight(port, "/slow?t=1")
+        assert http(port, "/pid")[0] == 503  # the one request allowed is in the app
+        assert parse(read_all(s, data)) == (200, b"begin\nend\n")
+        assert http(port, "/pid") == (200, str(srv.proc.pid).encode())
+        assert srv.stop() == 0, srv.log()
+
+
+def test_max_requests():
+    with Cli("--port", "0", "--interface", "wsgi", "--max-requests", "3") as srv:
+        port = srv.port()
+        pid = answering(port)
+        for _ in range(2):
+            assert http(port, "/pid") == (200, str(pid).encode())
+        assert srv.wait() == 0, srv.log()
+        assert "max requests reached" in srv.log()
+
+
+def test_serve_function():
+    port = free_port()
+    code = (f"import sys; sys.path.insert(0, {TESTS!r}); import swordfish; from apps.wsgi_app import app; "
+            f"sys.exit(swordfish.serve(app, port={port}, interface='wsgi', threads=2))")
+    with Cli(cmd=[sys.executable, "-c", code]) as srv:
+        assert answering(port) == srv.proc.pid
+        status, body = http(port, "/env")
+        assert status == 200 and json.loads(body)["wsgi"]["wsgi.multithread"] is True
+        assert srv.stop() == 0, srv.log()
