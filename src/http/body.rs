@@ -3,7 +3,7 @@
 //! when more comes. The waiter is the interface's: an asyncio future for ASGI, a thread's
 //! hand-off for WSGI (anything with `done()` and `set_result()`).
 
-use super::conn::{Act, Expect};
+use super::conn::{Act, Expect, Reading};
 use super::protocol::HttpProtocol;
 use pyo3::prelude::*;
 
@@ -16,6 +16,19 @@ pub enum BodyRead {
 }
 
 impl HttpProtocol {
+    /// The whole body of request `gen`, taken, if all of it has arrived and none of it was
+    /// handed over yet: the common case of a small body that came with its head, given to
+    /// the interface without a message object.
+    pub fn take_whole_body(&self, py: Python<'_>, gen: u64) -> PyResult<Option<Vec<u8>>> {
+        let mut c = self.lock(py)?;
+        let Some(req) = c.current(gen) else { return Ok(None) };
+        if !matches!(req.reading, Reading::Ended) {
+            return Ok(None);
+        }
+        req.reading = Reading::Done;
+        Ok(Some(std::mem::take(&mut req.body_buf)))
+    }
+
     /// The next body message of request `gen`, or `waiter()` registered to get it.
     pub fn read_body(
         proto: &Bound<'_, HttpProtocol>,

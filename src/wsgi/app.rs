@@ -45,7 +45,7 @@ impl WsgiApp {
             None => Vec::new(),
         };
         let bridge = Py::new(py, WsgiBridge::new(loop_, logger, sendfile))?;
-        let ctx = AppContext { app, environ: environ.unbind(), bridge, root_path };
+        let ctx = AppContext { app, environ: environ.unbind(), bridge, root_path, keys: Default::default() };
         Ok(WsgiApp { pool: Arc::new(Pool::new(ctx, threads)) })
     }
 

@@ -10,6 +10,8 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// Bytes as a str of the same code points (latin-1).
 pub fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
@@ -37,6 +39,33 @@ fn cgi_key(name: &[u8]) -> Option<Vec<u8>> {
     key.extend_from_slice(b"HTTP_");
     key.extend(name.iter().map(|&b| if b == b'-' { b'_' } else { b.to_ascii_uppercase() }));
     Some(key)
+}
+
+/// The environ keys of the header names seen, made once each (most requests repeat the
+/// same dozen names), up to `KEY_CACHE` names.
+#[derive(Default)]
+pub struct KeyCache(Mutex<HashMap<Vec<u8>, Py<PyString>>>);
+
+const KEY_CACHE: usize = 256;
+
+impl KeyCache {
+    /// The key of the field `name`, or None for a field that is dropped (see `cgi_key`).
+    fn key<'py>(&self, py: Python<'py>, name: &[u8]) -> PyResult<Option<Bound<'py, PyString>>> {
+        let mut cache = match self.0.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // By the name as sent: clients spell each name the same way every time.
+        if let Some(key) = cache.get(name) {
+            return Ok(Some(key.bind(py).clone()));
+        }
+        let Some(key) = cgi_key(name) else { return Ok(None) };
+        let key = PyString::intern(py, &String::from_utf8_lossy(&key));
+        if cache.len() < KEY_CACHE {
+            cache.insert(name.to_vec(), key.clone().unbind());
+        }
+        Ok(Some(key))
+    }
 }
 
 /// The path an app routes on: the request's path, percent-decoded, without `root`
@@ -97,8 +126,8 @@ pub fn build<'py>(
             if name.eq_ignore_ascii_case(b"host") {
                 host_field = Some(value);
             }
-            match cgi_key(name) {
-                Some(key) => latin1(py, &key)?,
+            match ctx.keys.key(py, name)? {
+                Some(key) => key,
                 None => continue,
             }
         };

@@ -9,6 +9,7 @@
 //! between them costs more than it gives (docs/design.md has the measurements).
 
 use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
+use super::environ::KeyCache;
 use super::exchange::Exchange;
 use super::response;
 use crate::http::body::BodyRead;
@@ -36,6 +37,7 @@ pub struct AppContext {
     pub bridge: Py<WsgiBridge>,
     /// `SCRIPT_NAME`, as bytes, for stripping from the path.
     pub root_path: Vec<u8>,
+    pub keys: KeyCache,
 }
 
 pub struct Pool {
@@ -97,6 +99,9 @@ impl Pool {
     /// read answers it).
     pub fn prefetch(self: &Arc<Self>, py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
         let proto = ex.proto.bind(py);
+        if let Some(body) = proto.get().take_whole_body(py, ex.gen)? {
+            ex.update(|s| s.push_body(&body, false));
+        }
         let expecting = proto.get().lock(py)?.current(ex.gen).is_some_and(|r| r.expect == Expect::Waiting);
         if !expecting {
             loop {
