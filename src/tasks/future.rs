@@ -197,6 +197,8 @@ impl FutureCore {
         } else {
             exc.clone()
         };
+        // SAFETY: `exc` is a live object we hold (the argument, or the instance just made);
+        // the check only reads its type.
         if unsafe { ffi::PyExceptionInstance_Check(exc.as_ptr()) } == 0 {
             return Err(PyTypeError::new_err("invalid exception object"));
         }
@@ -340,6 +342,8 @@ impl FutureCore {
             // (the next one from none), as the C future does.
             let tb = f.cold().exception_tb.take();
             drop(f);
+            // SAFETY: Py_None only takes the address of the None singleton, which lives as
+            // long as the interpreter; it is passed on below as a borrowed reference.
             let tb_ptr = tb.as_ref().map_or(unsafe { ffi::Py_None() }, |t| t.as_ptr());
             // SAFETY: a live exception and traceback (or None).
             if unsafe { ffi::PyException_SetTraceback(exc.as_ptr(), tb_ptr) } < 0 {
@@ -510,10 +514,16 @@ impl FutureCore {
     /// (then nothing is collected through them this time, which is always safe).
     ///
     /// # Safety
-    /// `visit` and `arg` must come from the GC.
+    /// `visit` and `arg` must come from the GC, in the `tp_traverse` of the object this
+    /// future part belongs to (so the thread is attached).
     pub(crate) unsafe fn traverse(&self, visit: ffi::visitproc, arg: *mut c_void) -> std::ffi::c_int {
+        // SAFETY: the caller runs inside `tp_traverse`, which the GC calls with the thread
+        // attached; the token only serves `try_lock` (no Python object is made or released here).
         let py = unsafe { Python::assume_attached() };
         let Some(f) = self.f.try_lock(py) else { return 0 };
+        // SAFETY: every pointer visited is null or a strong reference this future owns (a
+        // field of `Hot`/`Cold`, kept in place by the borrow `f` for the whole traversal);
+        // `visit`/`arg` are the GC's (the caller's guarantee).
         let one = |o: Option<&Py<PyAny>>| unsafe {
             pytype::visit_ptr(o.map_or(std::ptr::null_mut(), |o| o.as_ptr()), visit, arg)
         };
@@ -525,6 +535,7 @@ impl FutureCore {
                 }
             };
         }
+        // SAFETY: as for `one`: the loop is a strong reference the future owns.
         visit!(unsafe { pytype::visit_ptr(f.lp.as_ref().map_or(std::ptr::null_mut(), |l| l.as_ptr()), visit, arg) });
         visit!(one(f.result.as_ref()));
         for cb in f.callbacks() {

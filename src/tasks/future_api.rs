@@ -26,6 +26,8 @@ fn core<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a FutureCore> {
 unsafe fn this<'a, 'py>(py: Python<'py>, ptr: *mut ffi::PyObject) -> Borrowed<'a, 'py, PyAny> {
     // Borrowed, not owned: in `tp_dealloc` the count is already zero, and an owned
     // reference would free the object again when dropped.
+    // SAFETY: the caller guarantees `ptr` is live for the call and keeps the borrow (whose
+    // lifetime it picks) within it; a null pointer would panic, not be undefined behaviour.
     unsafe { Borrowed::from_ptr(py, ptr) }
 }
 
@@ -123,7 +125,21 @@ pub(super) fn future_getsets() -> Vec<ffi::PyGetSetDef> {
 
 // -- slots ---------------------------------------------------------------------------------
 
+/// `tp_dealloc`.
+///
+/// # Safety
+/// Only for the interpreter: `obj` is an instance of one of our types whose reference count
+/// has dropped to zero, and the thread is attached.
 unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
+    // SAFETY: `obj` is ours, at count zero, on the attached thread (the slot's contract). The
+    // steps are those CPython asks of a GC heap type: the finalizer first (it holds the
+    // object at a count of one while it runs, and reports a resurrection, after which
+    // nothing may be torn down), then untracking, so the GC never traverses a half-cleared
+    // object; weak references are cleared while the memory is intact; `clear` (valid at
+    // count zero) releases what the object owns, and the Rust blocks are never dropped in
+    // place (what `clear` leaves owns nothing, or leaks if its cell was borrowed); `ty` is
+    // read before `tp_free` (the GC allocator's counterpart, inherited), and the reference
+    // every instance of a heap type holds on it is given back last.
     unsafe {
         // The finalizer (the "never retrieved" and "destroyed but pending" reports) may
         // resurrect the object.
@@ -144,7 +160,17 @@ unsafe extern "C" fn dealloc(obj: *mut ffi::PyObject) {
     }
 }
 
+/// `tp_traverse`.
+///
+/// # Safety
+/// Only for the GC: `obj` is a live instance of one of our types, `visit`/`arg` are the
+/// GC's, and the thread is attached.
 unsafe extern "C" fn traverse(obj: *mut ffi::PyObject, visit: ffi::visitproc, arg: *mut c_void) -> c_int {
+    // SAFETY: the GC calls `tp_traverse` with the thread attached, on a live `obj` (borrowed:
+    // the GC keeps it alive), with its own `visit`/`arg`, which is what the parts'
+    // `traverse` and `visit_dict` need. Only strong references the object owns are
+    // reported: the parts' fields, the dict, and the type, which every instance of a heap
+    // type holds a reference to (and must visit).
     unsafe {
         let py = Python::assume_attached();
         let this = this(py, obj);
@@ -170,7 +196,15 @@ unsafe extern "C" fn traverse(obj: *mut ffi::PyObject, visit: ffi::visitproc, ar
     }
 }
 
+/// `tp_clear`, also called by `dealloc`.
+///
+/// # Safety
+/// `obj` is an instance of one of our types whose memory is valid (its count may be zero,
+/// from `dealloc`), and the thread is attached.
 unsafe extern "C" fn clear(obj: *mut ffi::PyObject) -> c_int {
+    // SAFETY: the GC (or `dealloc`) calls this on the attached thread with `obj`'s memory
+    // valid, as `attached`, `this` and `clear_dict` need; `obj` is only borrowed, since at
+    // a count of zero an owned reference would free it again when dropped.
     unsafe {
         pytype::attached(|py| {
             let this = this(py, obj);
@@ -186,7 +220,15 @@ unsafe extern "C" fn clear(obj: *mut ffi::PyObject) -> c_int {
     }
 }
 
+/// `tp_finalize`.
+///
+/// # Safety
+/// Only for the interpreter: `obj` is an instance of one of our types with a count of at
+/// least one for the call, and the thread is attached.
 unsafe extern "C" fn finalize(obj: *mut ffi::PyObject) {
+    // SAFETY: `tp_finalize` runs on the attached thread with `obj` held for the call (from
+    // `dealloc`, `PyObject_CallFinalizerFromDealloc` resurrects it to a count of one), which
+    // is what `catch_unraisable` and `this` need.
     unsafe {
         catch_unraisable(obj, |py| {
             let this = this(py, obj);
@@ -198,7 +240,13 @@ unsafe extern "C" fn finalize(obj: *mut ffi::PyObject) {
     }
 }
 
+/// `tp_repr`.
+///
+/// # Safety
+/// Only for the interpreter: `obj` is live for the call, and the thread attached.
 unsafe extern "C" fn repr(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: the interpreter calls `tp_repr` on the attached thread, holding `obj` for the
+    // call, as `catch_obj` and `this` need.
     unsafe {
         catch_obj(|py| {
             let this = this(py, obj);
@@ -215,7 +263,13 @@ unsafe extern "C" fn repr(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
     }
 }
 
+/// `tp_iter` and `am_await`: the future itself.
+///
+/// # Safety
+/// Only for the interpreter: `obj` is live for the call, and the thread attached.
 unsafe extern "C" fn iter_self(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: `obj` is live (the caller holds it) and the thread attached; both slots must
+    // return a new reference, which this increment makes.
     unsafe {
         ffi::Py_INCREF(obj);
     }
@@ -241,12 +295,22 @@ fn send_turn<'py>(this: &Bound<'py, PyAny>) -> PyResult<Result<Bound<'py, PyAny>
     }
 }
 
+/// `am_send`: one turn of `await`.
+///
+/// # Safety
+/// Only for the interpreter: `obj` is live for the call, `out` valid for a write, and the
+/// thread attached.
 unsafe extern "C" fn am_send(
     obj: *mut ffi::PyObject,
     _arg: *mut ffi::PyObject,
     out: *mut *mut ffi::PyObject,
 ) -> ffi::PySendResult {
+    // SAFETY: the interpreter calls `am_send` on the attached thread, holding `obj` for the
+    // call, with `out` pointing at its result slot; it is NULL unless a turn succeeds (what
+    // `PyIter_Send` documents for PYGEN_ERROR, and a debug build's `assert` checks), and on
+    // PYGEN_NEXT and PYGEN_RETURN it receives a new reference, as the protocol asks.
     unsafe {
+        *out = std::ptr::null_mut();
         catch(ffi::PySendResult::PYGEN_ERROR, |py| {
             Ok(match send_turn(&this(py, obj))? {
                 Ok(yielded) => {
@@ -262,7 +326,14 @@ unsafe extern "C" fn am_send(
     }
 }
 
+/// `tp_iternext`: one turn of `await` through the iterator protocol.
+///
+/// # Safety
+/// Only for the interpreter: `obj` is live for the call, and the thread attached.
 unsafe extern "C" fn iternext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: called on the attached thread with `obj` held for the call, as `catch` and
+    // `this` need; the result is a new reference, or null with an error set (`catch`) or,
+    // for a None result, without one: both are ends `tp_iternext` may report.
     unsafe {
         catch(ptr::null_mut(), |py| {
             Ok(match send_turn(&this(py, obj))? {
@@ -276,7 +347,13 @@ unsafe extern "C" fn iternext(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
 
 // -- methods -------------------------------------------------------------------------------
 
+/// `send(value)`, a `METH_O` method.
+///
+/// # Safety
+/// Only for the interpreter: `obj` is live for the call, and the thread attached.
 unsafe extern "C" fn send(obj: *mut ffi::PyObject, _value: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: the interpreter calls methods on the attached thread, holding `self` for the
+    // call (`core` checks that it is one of ours before its data is used).
     unsafe {
         catch(ptr::null_mut(), |py| match send_turn(&this(py, obj))? {
             Ok(yielded) => Ok(yielded.into_ptr()),
@@ -295,7 +372,13 @@ fn stop_iteration(py: Python<'_>, value: Py<PyAny>) -> PyResult<PyErr> {
 
 macro_rules! noargs {
     ($name:ident, |$py:ident, $this:ident| $body:expr) => {
+        /// A `METH_NOARGS` method.
+        ///
+        /// # Safety
+        /// Only for the interpreter: `obj` is live for the call, and the thread attached.
         unsafe extern "C" fn $name(obj: *mut ffi::PyObject, _unused: *mut ffi::PyObject) -> *mut ffi::PyObject {
+            // SAFETY: the interpreter calls methods on the attached thread, holding `self`
+            // for the call (`core` checks that it is one of ours before its data is used).
             unsafe {
                 catch_obj(|$py| {
                     let $this = this($py, obj);
@@ -309,7 +392,14 @@ pub(super) use noargs;
 
 macro_rules! onearg {
     ($name:ident, |$py:ident, $this:ident, $arg:ident| $body:expr) => {
+        /// A `METH_O` method.
+        ///
+        /// # Safety
+        /// Only for the interpreter: `obj` and `a` are live for the call, and the thread
+        /// attached.
         unsafe extern "C" fn $name(obj: *mut ffi::PyObject, a: *mut ffi::PyObject) -> *mut ffi::PyObject {
+            // SAFETY: as for `noargs`; the `METH_O` argument `a` is a non-null object the
+            // caller also holds for the call.
             unsafe {
                 catch_obj(|$py| {
                     let $this = this($py, obj);
@@ -371,12 +461,19 @@ onearg!(remove_done_callback, |py, this, func| {
     Ok(n.into_pyobject(py)?.into_any().unbind())
 });
 
+/// `add_done_callback(fn, *, context=None)`.
+///
+/// # Safety
+/// Only for the interpreter, as a `METH_FASTCALL | METH_KEYWORDS` method: `obj` and the
+/// arguments are live for the call, and the thread attached.
 unsafe extern "C" fn add_done_callback(
     obj: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    // SAFETY: called on the attached thread, holding `self` for the call, with `args`,
+    // `nargs` and `kwnames` as the interpreter passed them, which is what `parse` needs.
     unsafe {
         catch_obj(|py| {
             let this = this(py, obj);
@@ -390,12 +487,17 @@ unsafe extern "C" fn add_done_callback(
     }
 }
 
+/// `Future.cancel(msg=None)`.
+///
+/// # Safety
+/// As `add_done_callback`.
 unsafe extern "C" fn future_cancel(
     obj: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    // SAFETY: as in `add_done_callback`.
     unsafe {
         catch_obj(|py| {
             let this = this(py, obj);
@@ -407,6 +509,10 @@ unsafe extern "C" fn future_cancel(
 }
 
 /// The arity check of a 3.12+ Clinic method taking one positional-only argument.
+///
+/// # Safety
+/// `args`, `nargs` and `kwnames` must be what the interpreter passed to a
+/// `METH_FASTCALL | METH_KEYWORDS` method, and the result must not outlive that call.
 unsafe fn clinic_one<'a, 'py>(
     py: Python<'py>,
     fname: &str,
@@ -442,12 +548,20 @@ fn clinic_none(fname: &str, nargs: ffi::Py_ssize_t, kwnames: *mut ffi::PyObject)
 
 macro_rules! clinic312 {
     ($name:ident, $fname:literal, one, |$py:ident, $this:ident, $arg:ident| $body:expr) => {
+        /// A 3.12+ Clinic method of one positional-only argument.
+        ///
+        /// # Safety
+        /// Only for the interpreter, as a `METH_FASTCALL | METH_KEYWORDS` method: `obj` and
+        /// the arguments are live for the call, and the thread attached.
         unsafe extern "C" fn $name(
             obj: *mut ffi::PyObject,
             args: *const *mut ffi::PyObject,
             nargs: ffi::Py_ssize_t,
             kwnames: *mut ffi::PyObject,
         ) -> *mut ffi::PyObject {
+            // SAFETY: called on the attached thread, holding `self` for the call, with
+            // `args`, `nargs` and `kwnames` as the interpreter passed them, which is what
+            // `clinic_one` needs; its borrow does not leave this call.
             unsafe {
                 catch_obj(|$py| {
                     let $this = this($py, obj);
@@ -458,12 +572,19 @@ macro_rules! clinic312 {
         }
     };
     ($name:ident, $fname:literal, none, |$py:ident, $this:ident| $body:expr) => {
+        /// A 3.12+ Clinic method of no argument.
+        ///
+        /// # Safety
+        /// Only for the interpreter, as a `METH_FASTCALL | METH_KEYWORDS` method: `obj` is
+        /// live for the call, and the thread attached.
         unsafe extern "C" fn $name(
             obj: *mut ffi::PyObject,
             _args: *const *mut ffi::PyObject,
             nargs: ffi::Py_ssize_t,
             kwnames: *mut ffi::PyObject,
         ) -> *mut ffi::PyObject {
+            // SAFETY: called on the attached thread, holding `self` for the call; the
+            // arguments are only counted (`args` is never read).
             unsafe {
                 catch_obj(|$py| {
                     let $this = this($py, obj);
@@ -498,7 +619,13 @@ clinic312!(get_loop_312, "get_loop", none, |py, this| Ok(core(&this)?.lp(py)?.in
 
 macro_rules! getter {
     ($name:ident, |$py:ident, $this:ident| $body:expr) => {
+        /// A getter.
+        ///
+        /// # Safety
+        /// Only for the interpreter: `obj` is live for the call, and the thread attached.
         unsafe extern "C" fn $name(obj: *mut ffi::PyObject, _closure: *mut c_void) -> *mut ffi::PyObject {
+            // SAFETY: the interpreter calls getters on the attached thread, holding `obj` for
+            // the call (`core` checks that it is one of ours before its data is used).
             unsafe {
                 catch_obj(|$py| {
                     let $this = this($py, obj);
@@ -512,7 +639,14 @@ pub(super) use getter;
 
 macro_rules! setter {
     ($name:ident, |$py:ident, $this:ident, $value:ident| $body:expr) => {
+        /// A setter.
+        ///
+        /// # Safety
+        /// Only for the interpreter: `obj` is live for the call, `v` null (a deletion) or
+        /// live for the call, and the thread attached.
         unsafe extern "C" fn $name(obj: *mut ffi::PyObject, v: *mut ffi::PyObject, _closure: *mut c_void) -> c_int {
+            // SAFETY: the interpreter calls setters on the attached thread, holding `obj` and
+            // `v` for the call; a null `v` (a deletion) is refused before it is borrowed.
             unsafe {
                 catch(-1, |$py| {
                     if v.is_null() {
@@ -576,7 +710,12 @@ setter!(set_blocking, |py, this, value| {
 });
 
 /// `__class__`: the asyncio class this object stands for (see `pytype`).
+///
+/// # Safety
+/// Only for the interpreter: `obj` is live for the call, and the thread attached.
 unsafe extern "C" fn get_class(obj: *mut ffi::PyObject, _closure: *mut c_void) -> *mut ffi::PyObject {
+    // SAFETY: the interpreter calls getters on the attached thread, holding `obj` for the
+    // call, as `catch_obj` and `this` need.
     unsafe {
         catch_obj(|py| {
             let this = this(py, obj);
@@ -588,7 +727,12 @@ unsafe extern "C" fn get_class(obj: *mut ffi::PyObject, _closure: *mut c_void) -
 }
 
 /// Assigning `__class__` is refused as for any C object.
+///
+/// # Safety
+/// Only for the interpreter: the thread is attached.
 unsafe extern "C" fn set_class(_obj: *mut ffi::PyObject, _v: *mut ffi::PyObject, _closure: *mut c_void) -> c_int {
+    // SAFETY: the interpreter calls setters on the attached thread, all that `catch`
+    // needs; neither object is used.
     unsafe {
         catch(-1, |_py| {
             Err(PyTypeError::new_err("__class__ assignment only supported for mutable types or ModuleType subclasses"))

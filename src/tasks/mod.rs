@@ -127,9 +127,9 @@ impl Globals {
 #[inline]
 pub(crate) fn future_core<'a>(obj: &'a Bound<'_, PyAny>) -> Option<&'a FutureCore> {
     let g = globals();
+    // SAFETY: `obj` is a live object (the borrow holds a reference); Py_TYPE only reads its
+    // header.
     let ty = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
-    // SAFETY: the type identifies the layout (block 0 of both types is the future part);
-    // the reference lives as long as the borrow of `obj`, which keeps the object alive.
     let sub = if g.is_future_type(ty) {
         &g.future
     } else if g.is_task_type(ty) {
@@ -137,6 +137,14 @@ pub(crate) fn future_core<'a>(obj: &'a Bound<'_, PyAny>) -> Option<&'a FutureCor
     } else {
         return None;
     };
+    // SAFETY: the type identifies the layout (block 0 of both types is the future part).
+    // The comparison is exact: `Globals` keeps both types alive for good (their addresses
+    // are never reused), neither can be subclassed (no `Py_TPFLAGS_BASETYPE`), and an
+    // instance cannot change class (our `__class__` setter refuses, and `object`'s own
+    // refuses a type of another layout). The block holds a valid `FutureCore` from
+    // allocation on (zeroed memory is an uninitialised one, see `Hot`), only shared
+    // references to it are made (it changes through `Cell`/`GilCell`), and the reference
+    // lives as long as the borrow of `obj`, which keeps the object alive.
     Some(unsafe { pytype::data::<FutureCore>(obj.as_ptr(), sub.offsets[0]) })
 }
 
@@ -144,6 +152,7 @@ pub(crate) fn future_core<'a>(obj: &'a Bound<'_, PyAny>) -> Option<&'a FutureCor
 #[inline]
 pub(crate) fn task_core<'a>(obj: &'a Bound<'_, PyAny>) -> Option<TaskRef<'a>> {
     let g = globals();
+    // SAFETY: as in `future_core`: reading the header of the live object `obj` borrows.
     let ty = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
     if !g.is_task_type(ty) {
         return None;

@@ -107,6 +107,12 @@ pub(crate) fn slot(slot: c_int, pfunc: *mut c_void) -> ffi::PyType_Slot {
 /// `obj` must be a live instance of the type whose data offset is `offset` and whose data
 /// is a `T`; the reference must not outlive the object.
 pub(crate) unsafe fn data<'a, T>(obj: *mut ffi::PyObject, offset: isize) -> &'a T {
+    // SAFETY: by the caller's guarantee `obj` is a live instance and `offset` the place of
+    // its `T` block: `layout` put the block inside the instance's `tp_basicsize` bytes, at
+    // an offset rounded up to `T`'s alignment (the object itself is allocated with the
+    // interpreter's alignment, at least 8 bytes, enough for our blocks); the memory holds
+    // a valid `T` (zeroed by the allocator, which is a valid `T` for our blocks, or
+    // written since); and the caller keeps the object alive for `'a`.
     unsafe { &*obj.cast::<u8>().offset(offset).cast::<T>() }
 }
 
@@ -179,6 +185,7 @@ pub(crate) unsafe fn attached<R>(f: impl FnOnce(Python<'_>) -> R) -> R {
 /// # Safety
 /// The calling thread must be attached to the interpreter (every slot is called so).
 pub(crate) unsafe fn catch<T>(on_error: T, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> T {
+    // SAFETY: the caller guarantees the thread is attached, all that `attached` requires.
     unsafe { attached(|py| catch_attached(py, on_error, f)) }
 }
 
@@ -223,6 +230,8 @@ fn raise(py: Python<'_>, err: PyErr) {
 /// # Safety
 /// As `catch`.
 pub(crate) unsafe fn catch_obj(f: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>>) -> *mut ffi::PyObject {
+    // SAFETY: the caller guarantees the thread is attached, as `catch` requires; the
+    // success value's reference is handed to the interpreter by `into_ptr`.
     unsafe { catch(ptr::null_mut(), |py| f(py).map(Py::into_ptr)) }
 }
 
@@ -230,8 +239,14 @@ pub(crate) unsafe fn catch_obj(f: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>>
 /// reported as unraisable against `obj`, and the error that was set before is kept.
 ///
 /// # Safety
-/// As `catch`; `obj` must be live.
+/// As `catch`; `obj` must be live, with a reference count of at least one for the call (as
+/// in `tp_finalize`, not at zero in `tp_dealloc`): reporting an error takes a reference to
+/// it and gives it back, and at a count of zero that would free it a second time.
 pub(crate) unsafe fn catch_unraisable(obj: *mut ffi::PyObject, f: impl FnOnce(Python<'_>) -> PyResult<()>) {
+    // SAFETY: the caller guarantees the thread is attached (for `attached`) and that `obj` is
+    // live with a count of at least one for the call (the only caller is `tp_finalize`; from
+    // `tp_dealloc`, `PyObject_CallFinalizerFromDealloc` resurrects the object to a count of
+    // one around it), so borrowing it for `write_unraisable` is valid.
     unsafe {
         attached(|py| {
             let saved = PyErr::take(py);
@@ -254,6 +269,8 @@ pub(crate) unsafe fn catch_unraisable(obj: *mut ffi::PyObject, f: impl FnOnce(Py
 /// # Safety
 /// `ptr` must be a live object for `'a`.
 pub(crate) unsafe fn arg<'a, 'py>(py: Python<'py>, ptr: *mut ffi::PyObject) -> Borrowed<'a, 'py, PyAny> {
+    // SAFETY: the caller guarantees `ptr` is a live object for `'a`, which is what
+    // `Borrowed::from_ptr` needs (a null pointer would panic, not be undefined behaviour).
     unsafe { Borrowed::from_ptr(py, ptr) }
 }
 
@@ -276,6 +293,8 @@ pub(crate) unsafe fn parse<'a, 'py, const N: usize>(
     positional: usize,
 ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; N]> {
     // Argument Clinic's messages, as the C methods give them.
+    // SAFETY (an unsafe call, allowed bare in this `unsafe fn` under edition 2021): it only
+    // masks `PY_VECTORCALL_ARGUMENTS_OFFSET` out of the count the interpreter passed.
     let nargs = ffi::PyVectorcall_NARGS(nargs as usize) as usize;
     let mut out: [Option<Borrowed<'a, 'py, PyAny>>; N] = [None; N];
     let plural = |n: usize| if n == 1 { "" } else { "s" };
@@ -327,12 +346,17 @@ pub(crate) unsafe fn parse<'a, 'py, const N: usize>(
 /// Visit one strong reference for the cyclic GC (`Py_VISIT`).
 ///
 /// # Safety
-/// `visit` and `arg` must be what the GC passed to `tp_traverse`.
+/// `visit` and `arg` must be what the GC passed to `tp_traverse`, and `ptr` null or a
+/// strong reference the traversed object owns (the GC subtracts one from the count of
+/// every object visited: reporting a reference the object does not own could make a live
+/// object look unreachable and have it freed).
 #[inline]
 pub(crate) unsafe fn visit_ptr(ptr: *mut ffi::PyObject, visit: ffi::visitproc, arg: *mut c_void) -> c_int {
     if ptr.is_null() {
         0
     } else {
+        // SAFETY: `ptr` is non-null here, and by the caller's guarantee a strong reference
+        // the traversed object owns, handed to the GC's own `visit` with its `arg`.
         unsafe { visit(ptr, arg) }
     }
 }
@@ -343,6 +367,9 @@ pub(crate) unsafe fn visit_ptr(ptr: *mut ffi::PyObject, visit: ffi::visitproc, a
 /// `obj` must be a live instance of one of our types, `offset` its type's
 /// `tp_dictoffset` or `tp_weaklistoffset`.
 unsafe fn slot_at(obj: *mut ffi::PyObject, offset: isize) -> *mut *mut ffi::PyObject {
+    // SAFETY: by the caller's guarantee `offset` is the dictionary's or weak-reference
+    // list's offset that `layout` gave the type: a word-aligned, word-sized slot within the
+    // instance's `tp_basicsize` bytes, so the pointer stays inside `obj`'s allocation.
     unsafe { obj.cast::<u8>().offset(offset).cast::<*mut ffi::PyObject>() }
 }
 
@@ -351,14 +378,23 @@ unsafe fn slot_at(obj: *mut ffi::PyObject, offset: isize) -> *mut *mut ffi::PyOb
 /// # Safety
 /// `obj` must be a live instance of one of our types; `visit`/`arg` from the GC.
 pub(crate) unsafe fn visit_dict(obj: *mut ffi::PyObject, visit: ffi::visitproc, arg: *mut c_void) -> c_int {
+    // SAFETY: `obj` is a live instance of one of our types (the caller's guarantee), so its
+    // type pointer is valid and its `tp_dictoffset` is the slot `layout` made (set from the
+    // `__dictoffset__` member), which is null (zeroed at allocation) or the instance dict, a
+    // strong reference the object owns; `visit`/`arg` are the GC's, as `visit_ptr` needs.
     unsafe { visit_ptr(*slot_at(obj, (*ffi::Py_TYPE(obj)).tp_dictoffset), visit, arg) }
 }
 
 /// Drop the instance dictionary.
 ///
 /// # Safety
-/// `obj` must be a live instance of one of our types.
+/// `obj` must be a live instance of one of our types (its memory valid; its count may be
+/// zero, in `tp_dealloc`), and the thread attached (releasing the dict runs Python code).
 pub(crate) unsafe fn clear_dict(obj: *mut ffi::PyObject) {
+    // SAFETY: as in `visit_dict`, the slot is the instance's dict slot, holding null or a
+    // strong reference the object owns; it is set to null before that reference is released
+    // (on the attached thread, the caller's guarantee), so code the release runs never finds
+    // a freed dict there, and the reference is released once.
     unsafe {
         let slot = slot_at(obj, (*ffi::Py_TYPE(obj)).tp_dictoffset);
         let d = std::mem::replace(&mut *slot, ptr::null_mut());
@@ -373,5 +409,7 @@ pub(crate) unsafe fn clear_dict(obj: *mut ffi::PyObject) {
 /// # Safety
 /// `obj` must be a live instance of one of our types.
 pub(crate) unsafe fn has_weakrefs(obj: *mut ffi::PyObject) -> bool {
+    // SAFETY: as in `visit_dict`, for the weak-reference list slot at the type's
+    // `tp_weaklistoffset` (from `__weaklistoffset__`): null or the list's head; only read.
     unsafe { !(*slot_at(obj, (*ffi::Py_TYPE(obj)).tp_weaklistoffset)).is_null() }
 }

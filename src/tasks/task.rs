@@ -87,6 +87,7 @@ pub(crate) struct TaskRef<'a> {
 
 /// `coroutines.iscoroutine(obj)`, with the C task's fast path for native coroutines.
 fn is_coroutine(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    // SAFETY: `obj` is a live object we borrow; the check only reads its type.
     if unsafe { ffi::PyCoro_CheckExact(obj.as_ptr()) } != 0 {
         return Ok(true);
     }
@@ -266,7 +267,10 @@ fn send<'py>(coro: &Bound<'py, PyAny>) -> Sent<'py> {
     // SAFETY: a live iterator-like object; `out` receives a new reference or stays null.
     let status = unsafe { ffi::PyIter_Send(coro.as_ptr(), ffi::Py_None(), &mut out) };
     match status {
+        // SAFETY: on PYGEN_NEXT and PYGEN_RETURN, PyIter_Send stored a new, non-null
+        // reference in `out`, which we take over.
         ffi::PySendResult::PYGEN_NEXT => Sent::Yielded(unsafe { Bound::from_owned_ptr(py, out) }),
+        // SAFETY: as above.
         ffi::PySendResult::PYGEN_RETURN => Sent::Returned(unsafe { Bound::from_owned_ptr(py, out) }),
         ffi::PySendResult::PYGEN_ERROR => Sent::Raised(PyErr::fetch(py)),
     }
@@ -324,6 +328,7 @@ fn handle_yield(task: &Bound<'_, PyAny>, core: TaskRef<'_>, result: Bound<'_, Py
         result.call_method(intern!(py, "add_done_callback"), (wake,), Some(&kwargs))?;
         return wait_on(task, core, result, false);
     }
+    // SAFETY: `result` is a live object we hold; the check only reads its type.
     if unsafe { ffi::PyGen_Check(result.as_ptr()) } != 0 {
         let msg = format!(
             "yield was used instead of yield from for generator in task {} with {}",
@@ -432,6 +437,8 @@ impl TaskCore {
     /// left no variable in it and nothing else refers to it (only the task and `ctx` do);
     /// otherwise it is the task's own from now on.
     fn end_step_context(&self, py: Python<'_>, ctx: Py<PyAny>) {
+        // SAFETY: `ctx` is a strong reference we own, so the object is live; this only reads
+        // its reference count.
         let unused = unsafe { ffi::Py_REFCNT(ctx.as_ptr()) } == 2 && crate::context::is_empty(ctx.bind(py));
         let Ok(mut t) = self.t.lock(py) else { return };
         // Already the task's own when `get_context()` was called during the step.
@@ -507,11 +514,16 @@ impl TaskCore {
     }
 
     /// # Safety
-    /// `visit` and `arg` must come from the GC.
+    /// `visit` and `arg` must come from the GC, in the `tp_traverse` of the task this part
+    /// belongs to (so the thread is attached).
     pub(crate) unsafe fn traverse(&self, visit: ffi::visitproc, arg: *mut c_void) -> std::ffi::c_int {
+        // SAFETY: the caller runs inside `tp_traverse`, which the GC calls with the thread
+        // attached; the token only serves `try_lock` (no Python object is made or released here).
         let py = unsafe { Python::assume_attached() };
         let Some(t) = self.t.try_lock(py) else { return 0 };
         for o in [&t.coro, &t.context, &t.fut_waiter, &t.name].into_iter().flatten() {
+            // SAFETY: `o` is a strong reference the task owns (a field of `TaskHot`, kept in
+            // place by the borrow `t`); `visit`/`arg` are the GC's (the caller's guarantee).
             let r = unsafe { pytype::visit_ptr(o.as_ptr(), visit, arg) };
             if r != 0 {
                 return r;

@@ -19,6 +19,8 @@ fn core<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<TaskRef<'a>> {
 unsafe fn this<'a, 'py>(py: Python<'py>, ptr: *mut ffi::PyObject) -> Borrowed<'a, 'py, PyAny> {
     // Borrowed, not owned: in `tp_dealloc` the count is already zero, and an owned
     // reference would free the object again when dropped.
+    // SAFETY: the caller guarantees `ptr` is live for the call and keeps the borrow (whose
+    // lifetime it picks) within it; a null pointer would panic, not be undefined behaviour.
     unsafe { Borrowed::from_ptr(py, ptr) }
 }
 
@@ -97,12 +99,19 @@ onearg!(task_wakeup, |py, this, fut| {
     none(py)
 });
 
+/// `Task.cancel(msg=None)`.
+///
+/// # Safety
+/// Only for the interpreter, as a `METH_FASTCALL | METH_KEYWORDS` method: `obj` and the
+/// arguments are live for the call, and the thread attached.
 unsafe extern "C" fn task_cancel(
     obj: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    // SAFETY: called on the attached thread, holding `self` for the call, with `args`,
+    // `nargs` and `kwnames` as the interpreter passed them, which is what `parse` needs.
     unsafe {
         catch_obj(|py| {
             let this = this(py, obj);
@@ -138,12 +147,18 @@ noargs!(cancelling, |py, this| Ok(core(&this)?.task.num_cancels().into_pyobject(
 
 noargs!(uncancel, |py, this| Ok(core(&this)?.task.uncancel().into_pyobject(py)?.into_any().unbind()));
 
+/// `Task.get_stack(*, limit=None)`.
+///
+/// # Safety
+/// As `task_cancel`.
 unsafe extern "C" fn get_stack(
     obj: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    // SAFETY: called on the attached thread, holding `self` for the call, with `args`,
+    // `nargs` and `kwnames` as the interpreter passed them, which is what `parse` needs.
     unsafe {
         catch_obj(|py| {
             let this = this(py, obj);
@@ -154,12 +169,18 @@ unsafe extern "C" fn get_stack(
     }
 }
 
+/// `Task.print_stack(*, limit=None, file=None)`.
+///
+/// # Safety
+/// As `task_cancel`.
 unsafe extern "C" fn print_stack(
     obj: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    // SAFETY: called on the attached thread, holding `self` for the call, with `args`,
+    // `nargs` and `kwnames` as the interpreter passed them, which is what `parse` needs.
     unsafe {
         catch_obj(|py| {
             let this = this(py, obj);

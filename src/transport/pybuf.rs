@@ -161,6 +161,7 @@ impl View {
     fn get(obj: &Bound<'_, PyAny>, flags: std::os::raw::c_int) -> PyResult<View> {
         // SAFETY: Py_buffer is plain data filled in by PyObject_GetBuffer.
         let mut view: ffi::Py_buffer = unsafe { std::mem::zeroed() };
+        // SAFETY: `obj` is a live object we hold; the call fills `view` or sets an error.
         if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut view, flags) } != 0 {
             return Err(PyErr::fetch(obj.py()));
         }

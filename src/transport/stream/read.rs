@@ -33,6 +33,8 @@ impl StreamCore {
         // without a copy and without a fresh 256 KiB buffer (an mmap) each time.
         let large = self.large_reads.load(Ordering::Relaxed);
         let (fd, kind) = (self.fd, self.kind);
+        // SAFETY: the reads below write at most `len` bytes at `buf`, which the pybuf
+        // functions provide (a bytes object's storage of at least that size).
         let read = |buf: *mut libc::c_void, len: usize| unsafe {
             match kind {
                 Kind::Socket => libc::recv(fd, buf, len, 0),
