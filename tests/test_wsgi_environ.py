@@ -58,12 +58,12 @@ def test_required_keys_of_a_get(loop):
         async with wsgi_serving(app) as server:
             port = port_of(server)
             raw = (b"GET /caf%C3%A9/a%20b?a=1&b=%20c&d=caf%C3%A9&e=%2F HTTP/1.1\r\n"
-                   b"Host: 127.0.0.1:%d\r\n"
+                   b"Host: 127.0.0.1:" + str(port).encode() + b"\r\n"
                    b"X-Custom-Thing: v1\r\n"
                    b"X-Multi: a\r\nX-Multi: b\r\n"
                    b"X-Empty:\r\n"
                    b"X-Latin: caf\xe9\r\n"
-                   b"User-Agent: probe/1\r\n\r\n") % port
+                   b"User-Agent: probe/1\r\n\r\n")
             resp, client = await one(server, raw)
             return port, resp, client
 

@@ -121,8 +121,8 @@ def test_flask_error_is_its_own_500(fl, caplog):
 # -- Werkzeug -----------------------------------------------------------------------------
 
 def test_werkzeug_request_data(wz):
-    r = wz.client.get("/info", params=[("a", "1"), ("a", "2"), ("b", "x y")], headers={"X-Test": "yes"},
-                      cookies={"flavour": "lemon"})
+    r = wz.client.get("/info", params=[("a", "1"), ("a", "2"), ("b", "x y")],
+                      headers={"X-Test": "yes", "Cookie": "flavour=lemon"})
     assert r.status_code == 200
     assert r.json() == {
         "method": "GET", "path": "/info", "args": {"a": ["1", "2"], "b": ["x y"]}, "header": "yes",
@@ -170,18 +170,19 @@ def dj():
 def test_django_views(dj):
     r = dj.get("/hello", params={"name": "wsgi"})
     assert r.status_code == 200 and r.text == "hello wsgi"
-    r = dj.get("/info/7", params=[("q", "a"), ("q", "b")], headers={"X-Test": "t"}, cookies={"flavour": "mint"})
+    r = dj.get("/info/7", params=[("q", "a"), ("q", "b")], headers={"X-Test": "t", "Cookie": "flavour=mint"})
     assert r.json() == {"num": 7, "method": "GET", "path": "/info/7", "query": ["a", "b"], "header": "t",
                         "cookie": "mint", "scheme": "http", "multithread": True, "protocol": "HTTP/1.1"}
     assert dj.get("/missing").status_code == 404
 
 
 def test_django_uploads_and_csrf(dj):
+    # With a Content-Length only: Django's WSGIRequest reads CONTENT_LENGTH bytes of
+    # wsgi.input and ignores wsgi.input_terminated (a chunked body is empty to it).
     data = payload(1 << 20, seed=9)
-    for content in (data, pieces_of(data)):  # with a Content-Length, then chunked
-        r = dj.post("/upload", content=content, headers={"content-type": "application/octet-stream"})
-        assert r.json() == {"length": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                            "content_type": "application/octet-stream"}
+    r = dj.post("/upload", content=data, headers={"content-type": "application/octet-stream"})
+    assert r.json() == {"length": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                        "content_type": "application/octet-stream"}
     assert dj.post("/guarded", content=b"x").status_code == 403
 
 
@@ -230,7 +231,6 @@ APPS_BY_KIND = {
     "wsgi-function": (lambda: wsgi_function, b"wsgi"),
     "wsgi-object": (WsgiObject, b"wsgi"),
     "flask": (flask_app, b"wsgi"),
-    "werkzeug": (lambda: wsgi_werkzeug.app, b"not here"),
 }
 
 

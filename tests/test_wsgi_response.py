@@ -91,7 +91,7 @@ def test_chunks_reach_the_client_as_the_app_yields_them(loop):
     status, headers, first, rest, again = run(loop, main())
     assert status == 200 and ("transfer-encoding", "chunked") in headers
     assert "content-length" not in dict(headers)
-    assert first == b"first" and rest == [b"second", b""] and waited == [True]
+    assert first == b"first" and rest == [b"second", b""] and waited[0] is True
     assert again.status == 200 and again.body == b"firstsecond"
 
 

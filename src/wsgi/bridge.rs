@@ -104,6 +104,20 @@ impl WsgiBridge {
 
 fn respond(py: Python<'_>, ex: &Arc<Exchange>, parts: Vec<OutPart>, logger: &Py<PyAny>) -> PyResult<()> {
     let proto = ex.proto.bind(py);
+    let posted: usize =
+        parts.iter().map(|p| if let OutPart::Body(b, _) = p { b.bind(py).as_bytes().len() } else { 0 }).sum();
+    let r = apply(py, ex, proto, parts, logger);
+    ex.update(|s| s.in_flight = s.in_flight.saturating_sub(posted));
+    r
+}
+
+fn apply(
+    py: Python<'_>,
+    ex: &Arc<Exchange>,
+    proto: &Bound<'_, HttpProtocol>,
+    parts: Vec<OutPart>,
+    logger: &Py<PyAny>,
+) -> PyResult<()> {
     for part in parts {
         let part = match part {
             OutPart::Head(head) => Part::Head { head, trailers: false },

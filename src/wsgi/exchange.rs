@@ -35,9 +35,23 @@ pub struct Shared {
     pub gone: bool,
     /// The file sent as the body is out (or failed): the app's iterable may be closed.
     pub file_done: bool,
+    /// Body bytes the app thread posted that the loop has not given the connection yet:
+    /// the app waits past `IN_FLIGHT`, or it could queue without bound before the loop
+    /// learns that writing is paused.
+    pub in_flight: usize,
+    /// The app thread waits on the condition variable.
+    waiting: bool,
 }
 
+/// Most body bytes posted by the app thread and not yet handed to the connection.
+pub const IN_FLIGHT: usize = 256 * 1024;
+
 impl Shared {
+    /// The app may post more of its response.
+    pub fn writable(&self) -> bool {
+        self.gone || (!self.paused && self.in_flight < IN_FLIGHT)
+    }
+
     pub fn buffered(&self) -> usize {
         self.body.len() - self.body_pos
     }
@@ -75,10 +89,14 @@ impl Exchange {
         }
     }
 
-    /// Change the shared state and wake the app thread.
+    /// Change the shared state and wake the app thread if it waits.
     pub fn update(&self, f: impl FnOnce(&mut Shared)) {
-        f(&mut self.lock());
-        self.changed.notify_all();
+        let mut g = self.lock();
+        f(&mut g);
+        if g.waiting {
+            drop(g);
+            self.changed.notify_all();
+        }
     }
 
     /// On the app thread: wait, with the GIL released, until `ready`; then `then` on the
@@ -98,11 +116,13 @@ impl Exchange {
         py.detach(|| {
             let mut g = self.lock();
             while !ready(&g) {
+                g.waiting = true;
                 g = match self.changed.wait(g) {
                     Ok(g) => g,
                     Err(poisoned) => poisoned.into_inner(),
                 };
             }
+            g.waiting = false;
             then(&mut g)
         })
     }

@@ -3,10 +3,11 @@
 //! body slowly holds a connection but no thread. A thread that finishes a request takes
 //! the next queued one without releasing the GIL, so a busy server hands requests over in
 //! batches. Another thread is woken (or started, up to the configured number) only when no
-//! thread is serving, or when the oldest queued request has waited `STALL`: the threads
-//! serving are then blocked (an app waiting on a database), not busy. Threads that would
-//! only take turns holding the GIL on a CPU-bound app are never woken, since each switch
-//! between them costs more than it gives (docs/design.md has the measurements).
+//! thread is serving, or when the oldest queued request has waited `STALL` while the
+//! process used less than `BUSY` of a CPU: the threads serving are then blocked (an app
+//! waiting on a database), not busy. With the GIL, Python runs on one CPU at most, so on a
+//! CPU-bound app more threads would only take turns holding it, and each switch between
+//! them costs more than it gives (docs/design.md has the measurements).
 
 use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
 use super::environ::KeyCache;
@@ -29,6 +30,21 @@ use std::time::{Duration, Instant};
 pub const PREFETCH: usize = 256 * 1024;
 /// How long a queued request waits for a serving thread before another thread is woken.
 const STALL: Duration = Duration::from_millis(2);
+/// The share of one CPU the process uses at which it counts as busy: more threads would
+/// only queue for the GIL.
+const BUSY: f64 = 0.85;
+/// The least time over which that share is measured.
+const CPU_WINDOW: Duration = Duration::from_millis(5);
+
+/// CPU time of the whole process (all its threads).
+fn process_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0))
+}
 
 /// What every app thread needs to serve a request.
 pub struct AppContext {
@@ -59,19 +75,44 @@ struct PoolState {
     serving: usize,
     /// Threads started and not ended.
     running: usize,
+    /// When a thread last took a request.
+    last_take: Option<Instant>,
+    /// (when, process CPU time then) of the last look at how busy the process is.
+    cpu_mark: Option<(Instant, Duration)>,
+    /// The process used `BUSY` of a CPU or more over the last window.
+    busy: bool,
     stopping: bool,
     handles: Vec<JoinHandle<()>>,
 }
 
 impl PoolState {
-    /// Whether the queue needs a thread that is not serving now.
+    /// Whether the queue needs a thread that is not serving now: none is, or the serving
+    /// ones have taken nothing while the oldest request waited `STALL`.
     fn stalled(&self, now: Instant) -> bool {
-        self.serving == 0 || self.jobs.front().is_some_and(|(_, at)| now.duration_since(*at) >= STALL)
+        let old = |at: &Instant| now.duration_since(*at) >= STALL;
+        self.serving == 0 || self.jobs.front().is_some_and(|(_, at)| old(at)) && self.last_take.is_none_or(|t| old(&t))
+    }
+
+    /// Whether the process keeps a CPU busy: measured over at least `CPU_WINDOW` since the
+    /// last look (only looked at when the queue stalls).
+    fn cpu_busy(&mut self, now: Instant) -> bool {
+        match self.cpu_mark {
+            Some((at, _)) if now.duration_since(at) < CPU_WINDOW => {}
+            Some((at, before)) => {
+                let cpu = process_cpu_time();
+                let used = cpu.saturating_sub(before).as_secs_f64() / now.duration_since(at).as_secs_f64();
+                self.busy = used >= BUSY;
+                self.cpu_mark = Some((now, cpu));
+            }
+            None => self.cpu_mark = Some((now, process_cpu_time())),
+        }
+        self.busy
     }
 
     fn take(&mut self) -> Option<Arc<Exchange>> {
         let (job, _) = self.jobs.pop_front()?;
         self.serving += 1;
+        self.last_take = Some(Instant::now());
         Some(job)
     }
 }
@@ -156,7 +197,7 @@ impl Pool {
 
     /// Wake an idle thread, or start one, if the queue has stalled.
     fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>, now: Instant) {
-        if st.jobs.is_empty() || !st.stalled(now) {
+        if st.jobs.is_empty() || !st.stalled(now) || st.serving > 0 && st.cpu_busy(now) {
             return;
         }
         if st.idle > 0 {

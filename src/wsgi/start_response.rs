@@ -6,7 +6,7 @@
 //! thread rather than growing the server's memory.
 
 use super::bridge::{OutPart, Post, WsgiBridge};
-use super::exchange::Exchange;
+use super::exchange::{Exchange, Shared};
 use crate::http::head::{HeadBuilder, ResponseHead};
 use crate::http::ClientDisconnected;
 use pyo3::exceptions::{PyAssertionError, PyTypeError, PyValueError};
@@ -136,7 +136,7 @@ impl StartResponse {
     /// (which closes the file) is closed after. The app's Content-Length, if smaller, is
     /// what is sent.
     pub fn send_file(&self, py: Python<'_>, file: Py<PyAny>, offset: u64, remaining: u64) -> PyResult<Sent> {
-        let gone = self.ex.wait_for(py, |s| !s.paused || s.gone, |s| s.gone);
+        let gone = self.ex.wait_for(py, Shared::writable, |s| s.gone);
         if gone {
             return Ok(Sent::Gone);
         }
@@ -155,7 +155,11 @@ impl StartResponse {
     /// Send a body part (`None`: no bytes), the head before the first; `more`: the body
     /// goes on. Waits (GIL released) while writing is paused.
     pub fn send(&self, py: Python<'_>, body: Option<Bound<'_, PyBytes>>, more: bool) -> PyResult<Sent> {
-        let gone = self.ex.wait_for(py, |s| !s.paused || s.gone, |s| s.gone);
+        let size = body.as_ref().map_or(0, |b| b.as_bytes().len());
+        let gone = self.ex.wait_for(py, Shared::writable, |s| {
+            s.in_flight += size;
+            s.gone
+        });
         if gone {
             return Ok(Sent::Gone);
         }

@@ -164,8 +164,9 @@ SETTINGS = [
     S("interface", str, "auto", "the app's interface (auto: an `async def` app or `__call__` is ASGI, a callable "
       "of two arguments WSGI)", choices=("auto", "asgi", "wsgi"),
       doc="a callable that is neither (say `*args`) is served as ASGI, with a warning"),
-    S("threads", int, 8, "WSGI: the most threads the app runs on (never the loop's)", least=1,
-      doc="started as requests need them; a WSGI app also gets no lifespan"),
+    S("threads", int, 64, "WSGI: the most threads the app runs on (never the loop's)", least=1,
+      doc="another thread is started or woken only when requests wait for one and the threads serving "
+          "have taken none for 2 ms (they are blocked, not busy); a WSGI app gets no lifespan"),
     S("app_dir", str, None, "look for APP's module in this directory", cli_default=".", metavar="DIR"),
     S("root_path", str, "", "the ASGI root_path: the mount point behind a proxy that strips it; "
       "also prefixed to each request's path and raw_path", metavar="PATH"),
