@@ -453,7 +453,8 @@ def test_app_raising_before_start_response_is_a_logged_500(loop, caplog):
     assert none.startswith(b"HTTP/1.1 500 ")
 
 
-def test_client_leaving_mid_response_stops_the_iteration(loop):
+def test_client_leaving_mid_response_stops_the_iteration(loop, caplog):
+    caplog.set_level(logging.WARNING)
     its = []
 
     def app(environ, start_response):
@@ -474,6 +475,9 @@ def test_client_leaving_mid_response_stops_the_iteration(loop):
 
     it = run(loop, main())
     assert it.count == it.count_at_close
+    # Nothing was written to the connection once it was gone (the stdlib's transport warns
+    # "socket.send() raised exception." for such writes).
+    assert not [r.getMessage() for r in caplog.records if r.name == "asyncio"]
 
 
 # -- what the server refuses ----------------------------------------------------------

@@ -114,6 +114,7 @@ class Server:
         # (plus this process's jitter) requests have started; None: shut down then.
         self.on_started = None
         self.on_max_requests = None
+        self.multiprocess = False  # WSGI's wsgi.multiprocess
 
     async def serve(self, sockets=None):
         """Serve until `shutdown()`; sockets: already-bound listening sockets to use. Raises
@@ -143,7 +144,7 @@ class Server:
         try:
             if wsgi:
                 sendfile = _wsgi_sendfile if type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile else None
-                interface = _native.WsgiApp(app, loop, environ=environ_template(config), threads=config.threads,
+                interface = _native.WsgiApp(app, loop, environ=environ_template(config, self.multiprocess), threads=config.threads,
                                             logger=logger, sendfile=sendfile)
             else:
                 interface = self._asgi_interface(app, loop, lifespan)
@@ -333,6 +334,9 @@ def run(config: Config, notify_fd=None):
     asyncio.set_event_loop(loop)
     server = Server(config)
     if notify_fd is not None:
+        # A supervisor's worker: other processes serve the same app (with --reload too,
+        # while a replacement starts).
+        server.multiprocess = True
         server.on_started = lambda: os.write(notify_fd, b"R")
         server.on_max_requests = lambda: os.write(notify_fd, b"M")
     signals = (signal.SIGINT, signal.SIGTERM)

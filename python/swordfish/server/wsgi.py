@@ -78,14 +78,15 @@ class WsgiErrors:
             self._partial = ""
 
 
-def environ_template(config):
-    """The keys every request's environ starts with."""
+def environ_template(config, multiprocess):
+    """The keys every request's environ starts with; `multiprocess`: other processes serve
+    the same app (a supervisor's workers)."""
     return {
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": "http",
         "wsgi.errors": WsgiErrors(),
         "wsgi.multithread": True,
-        "wsgi.multiprocess": config.workers > 1,
+        "wsgi.multiprocess": multiprocess,
         "wsgi.run_once": False,
         "wsgi.input_terminated": True,
         "wsgi.file_wrapper": _native.FileWrapper,
