@@ -5,18 +5,21 @@ framing (chunked for an unknown length, the app's Content-Length honoured and ch
 HEAD, HTTP/1.0), the write() callable, start_response taken lazily and with exc_info, the
 iterable's close() on every path, what the server refuses from an app (invalid and
 hop-by-hop headers, non-bytes chunks, errors) and how the client sees it, backpressure
-towards a client that does not read, and wsgi.file_wrapper."""
+towards a client that does not read, and wsgi.file_wrapper (files, file-likes without a
+descriptor, HEAD, TLS)."""
 
 import asyncio
 import io
 import logging
+import ssl
 import sys
 import threading
 from wsgiref.validate import validator
 
 import pytest
 
-from httputil import closed, connect, read_response
+from httputil import closed, connect, port_of, read_response
+from netutil import tls_files  # noqa: F401 (fixture)
 from wsgiutil import (
     H, event_set, exchange, logged_error, read_chunk, read_head, read_until_close, run, until, wsgi_serving,
 )
@@ -700,3 +703,40 @@ def test_file_wrapper_is_an_iterable_for_the_app_too(loop):
 
     resp = run(loop, main())
     assert resp.status == 200 and resp.body == b"0123456789" * 100
+
+
+def test_file_wrapper_to_head_and_over_tls(loop, tmp_path, tls_files):
+    # HEAD: the head only, and the file closed; TLS: no zero-copy path, the file whole.
+    data = bytes(range(256)) * 12288  # 3 MiB
+    path = tmp_path / "payload.bin"
+    path.write_bytes(data)
+    files = []
+    cert, key = tls_files
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(len(data)))])
+        files.append(open(path, "rb"))
+        return environ["wsgi.file_wrapper"](files[-1], 65536)
+
+    async def exchange_on(reader, writer):
+        writer.write(b"HEAD / HTTP/1.1\r\n" + H + b"\r\n")
+        head = await asyncio.wait_for(read_response(reader, head_request=True), 5)
+        writer.write(GET)
+        full = await asyncio.wait_for(read_response(reader), 10)
+        writer.close()
+        return head, full
+
+    async def main():
+        async with wsgi_serving(app) as server:
+            plain = await exchange_on(*await connect(server))
+        async with wsgi_serving(app, ssl_certfile=cert, ssl_keyfile=key) as server:
+            ctx = ssl.create_default_context(cafile=cert)
+            tls = await exchange_on(*await asyncio.open_connection(
+                "127.0.0.1", port_of(server), ssl=ctx, server_hostname="localhost"))
+        await until(lambda: all(f.closed for f in files), what="the files closed")
+        return plain, tls
+
+    for head, full in run(loop, main()):
+        assert head.status == 200 and head.header("content-length") == str(len(data)) and head.body == b""
+        assert full.status == 200 and full.body == data
+    assert len(files) == 4

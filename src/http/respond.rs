@@ -109,7 +109,9 @@ impl HttpProtocol {
         part: Part<'_>,
         acts: &mut Vec<Act>,
     ) -> PyResult<Result<Option<u64>, RespondError>> {
-        if c.lost() {
+        // A transport that broke says so to the protocol in a callback: until then, a write
+        // would only be counted and warned about.
+        if c.lost() || c.core.as_ref().is_some_and(|core| core.get().broken(py)) {
             return Ok(Err(RespondError::Gone));
         }
         let state = self.state.get();

@@ -75,8 +75,6 @@ struct PoolState {
     serving: usize,
     /// Threads started and not ended.
     running: usize,
-    /// When a thread last took a request.
-    last_take: Option<Instant>,
     /// (when, process CPU time then) of the last look at how busy the process is.
     cpu_mark: Option<(Instant, Duration)>,
     /// The process used `BUSY` of a CPU or more over the last window.
@@ -86,11 +84,10 @@ struct PoolState {
 }
 
 impl PoolState {
-    /// Whether the queue needs a thread that is not serving now: none is, or the serving
-    /// ones have taken nothing while the oldest request waited `STALL`.
+    /// Whether the queue needs a thread that is not serving now: none is, or the oldest
+    /// request has waited `STALL`.
     fn stalled(&self, now: Instant) -> bool {
-        let old = |at: &Instant| now.duration_since(*at) >= STALL;
-        self.serving == 0 || self.jobs.front().is_some_and(|(_, at)| old(at)) && self.last_take.is_none_or(|t| old(&t))
+        self.serving == 0 || self.jobs.front().is_some_and(|(_, at)| now.duration_since(*at) >= STALL)
     }
 
     /// Whether the process keeps a CPU busy: measured over at least `CPU_WINDOW` since the
@@ -112,7 +109,6 @@ impl PoolState {
     fn take(&mut self) -> Option<Arc<Exchange>> {
         let (job, _) = self.jobs.pop_front()?;
         self.serving += 1;
-        self.last_take = Some(Instant::now());
         Some(job)
     }
 }
@@ -184,11 +180,11 @@ impl Pool {
             return Ok(());
         }
         st.jobs.push_back((ex, now));
-        let waiting = !st.stalled(now);
+        let behind = st.serving > 0;
         self.more_hands(st, now);
         // Queued behind a serving thread: if it is blocked, nobody else would look again
         // until the next request comes.
-        if waiting && !self.check_armed.swap(true, Ordering::Relaxed) {
+        if behind && !self.check_armed.swap(true, Ordering::Relaxed) {
             let check = Py::new(py, StallCheck { pool: self.clone() })?;
             self.ctx.bridge.get().lp.call_method1(py, intern!(py, "call_later"), (STALL.as_secs_f64(), check))?;
         }

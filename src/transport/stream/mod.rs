@@ -266,6 +266,12 @@ impl StreamCore {
         }
     }
 
+    /// The connection failed or was aborted: nothing written now reaches the peer (the
+    /// protocol hears it in a callback soon).
+    pub fn broken(&self, py: Python<'_>) -> bool {
+        self.inner.try_lock(py).is_some_and(|i| i.conn_lost > 0)
+    }
+
     /// Called by the loop when the descriptor is ready.
     pub fn on_ready(slf: &Bound<'_, Self>, ev: Readiness) -> PyResult<()> {
         let this = slf.get();
