@@ -60,6 +60,19 @@ pub enum RespondError {
     TooShort,
 }
 
+/// The connection's transport failed or was aborted (its `connection_lost` is to come).
+/// Another loop's transport only says it is closing, which the connection's own close also
+/// makes it; no response part is written after that either.
+fn transport_broken(py: Python<'_>, c: &Conn) -> PyResult<bool> {
+    if let Some(core) = &c.core {
+        return Ok(core.get().broken(py));
+    }
+    match &c.transport {
+        Some(t) => t.call_method0(py, pyo3::intern!(py, "is_closing"))?.is_truthy(py),
+        None => Ok(false),
+    }
+}
+
 /// What the interface does next.
 pub enum Responded {
     Ready,
@@ -111,7 +124,7 @@ impl HttpProtocol {
     ) -> PyResult<Result<Option<u64>, RespondError>> {
         // A transport that broke says so to the protocol in a callback: until then, a write
         // would only be counted and warned about.
-        if c.lost() || c.core.as_ref().is_some_and(|core| core.get().broken(py)) {
+        if c.lost() || transport_broken(py, c)? {
             return Ok(Err(RespondError::Gone));
         }
         let state = self.state.get();

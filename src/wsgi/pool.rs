@@ -180,11 +180,10 @@ impl Pool {
             return Ok(());
         }
         st.jobs.push_back((ex, now));
-        let behind = st.serving > 0;
         self.more_hands(st, now);
-        // Queued behind a serving thread: if it is blocked, nobody else would look again
-        // until the next request comes.
-        if behind && !self.check_armed.swap(true, Ordering::Relaxed) {
+        // If the serving threads are blocked, or the thread woken was already on its way to
+        // another request, nobody else would look at the queue until the next request.
+        if !self.check_armed.swap(true, Ordering::Relaxed) {
             let check = Py::new(py, StallCheck { pool: self.clone() })?;
             self.ctx.bridge.get().lp.call_method1(py, intern!(py, "call_later"), (STALL.as_secs_f64(), check))?;
         }
