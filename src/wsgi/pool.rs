@@ -200,7 +200,8 @@ impl Pool {
             self.work.notify_one();
             return;
         }
-        if st.running >= self.threads {
+        // A thread between two requests (or just started) takes the queue's next one itself.
+        if st.running >= self.threads || st.running > st.idle + st.serving {
             return;
         }
         st.running += 1;
