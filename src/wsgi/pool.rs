@@ -2,12 +2,13 @@
 //! `PREFETCH` bytes have arrived (the loop collects them), so a client that sends its
 //! body slowly holds a connection but no thread. A thread that finishes a request takes
 //! the next queued one without releasing the GIL, so a busy server hands requests over in
-//! batches. Another thread is woken (or started, up to the configured number) only when no
-//! thread is serving, or when the oldest queued request has waited `STALL` while the
-//! process used less than `BUSY` of a CPU: the threads serving are then blocked (an app
-//! waiting on a database), not busy. With the GIL, Python runs on one CPU at most, so on a
-//! CPU-bound app more threads would only take turns holding it, and each switch between
-//! them costs more than it gives (docs/design.md has the measurements).
+//! batches. Another thread is woken (or started, up to the configured number) for a queued
+//! request only when no thread is serving, or when the process uses less than `BUSY` of a
+//! CPU: the threads serving are then blocked (an app waiting on a database), not busy. With
+//! the GIL, Python runs on one CPU at most, so on a CPU-bound app more threads would only
+//! take turns holding it, and each switch between them costs more than it gives
+//! (docs/design.md has the measurements). The queue is looked at again every `STALL` while
+//! requests wait in it.
 
 use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
 use super::environ::KeyCache;
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 /// Body bytes collected on the loop before the app gets a request whose body is not
 /// complete: at most this much (plus one read) is buffered per request while a client sends.
 pub const PREFETCH: usize = 256 * 1024;
-/// How long a queued request waits for a serving thread before another thread is woken.
+/// How often the loop looks at a queue that still holds requests.
 const STALL: Duration = Duration::from_millis(2);
 /// The share of one CPU the process uses at which it counts as busy: more threads would
 /// only queue for the GIL.
@@ -84,12 +85,6 @@ struct PoolState {
 }
 
 impl PoolState {
-    /// Whether the queue needs a thread that is not serving now: none is, or the oldest
-    /// request has waited `STALL`.
-    fn stalled(&self, now: Instant) -> bool {
-        self.serving == 0 || self.jobs.front().is_some_and(|(_, at)| now.duration_since(*at) >= STALL)
-    }
-
     /// Whether the process keeps a CPU busy: measured over at least `CPU_WINDOW` since the
     /// last look (only looked at when the queue stalls).
     fn cpu_busy(&mut self, now: Instant) -> bool {
@@ -190,9 +185,9 @@ impl Pool {
         Ok(())
     }
 
-    /// Wake an idle thread, or start one, if the queue has stalled.
+    /// Wake an idle thread, or start one, for a queued request that needs one.
     fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>, now: Instant) {
-        if st.jobs.is_empty() || !st.stalled(now) || st.serving > 0 && st.cpu_busy(now) {
+        if st.jobs.is_empty() || st.serving > 0 && st.cpu_busy(now) {
             return;
         }
         if st.idle > 0 {
