@@ -70,8 +70,10 @@ pub struct Pool {
 struct PoolState {
     /// Requests submitted, with when.
     jobs: VecDeque<(Arc<Exchange>, Instant)>,
-    /// Threads waiting for work.
+    /// Threads waiting for work, not woken.
     idle: usize,
+    /// Threads woken for work that have not taken it yet.
+    woken: usize,
     /// Threads serving a request.
     serving: usize,
     /// Threads started and not ended.
@@ -187,16 +189,20 @@ impl Pool {
 
     /// Wake an idle thread, or start one, for a queued request that needs one.
     fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>, now: Instant) {
-        if st.jobs.is_empty() || st.serving > 0 && st.cpu_busy(now) {
+        // Threads woken, between two requests or just started: each takes the next request
+        // itself, and looks again at what is left behind it.
+        let on_the_way = st.running.saturating_sub(st.idle + st.serving);
+        if st.jobs.is_empty() || on_the_way > 0 || st.serving > 0 && st.cpu_busy(now) {
             return;
         }
         if st.idle > 0 {
+            st.idle -= 1;
+            st.woken += 1;
             drop(st);
             self.work.notify_one();
             return;
         }
-        // A thread between two requests (or just started) takes the queue's next one itself.
-        if st.running >= self.threads || st.running > st.idle + st.serving {
+        if st.running >= self.threads {
             return;
         }
         st.running += 1;
@@ -254,8 +260,19 @@ impl Pool {
                 Ok(g) => g,
                 Err(poisoned) => poisoned.into_inner(),
             };
+            // Woken with nothing to take (another thread took it): the woken thread, whichever
+            // it was, waits as an idle one again, or more_hands would keep counting on it.
+            if st.woken > 0 && st.jobs.is_empty() {
+                st.woken -= 1;
+                st.idle += 1;
+            }
         };
-        st.idle -= 1;
+        // Whichever thread was woken, one fewer is waiting: count it off the woken first.
+        if st.woken > 0 {
+            st.woken -= 1;
+        } else {
+            st.idle -= 1;
+        }
         job
     }
 
