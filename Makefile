@@ -34,8 +34,12 @@ build: venv
 
 # A target dir of its own: maturin builds the extension with other settings, and sharing
 # one directory would rebuild PyO3 on every switch.
+# The interpreter's library directory: where PyO3 links the test binary against a shared
+# libpython (pyenv's 3.10 is built so), which the loader does not look in by itself.
+PY_LIBDIR := $(shell $(PY_EXE) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
+
 cargo-test: venv
-	CARGO_TARGET_DIR=target/cargo-test cargo test --release --quiet
+	LD_LIBRARY_PATH=$(PY_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} CARGO_TARGET_DIR=target/cargo-test cargo test --release --quiet
 
 pytest: build
 	$(VPY) -m pytest -q

@@ -83,10 +83,14 @@ class ProxyHeaders:
                         scope["scheme"] = scheme
                 hosts = _values(headers, b"x-forwarded-for")
                 if hosts:
-                    host = hosts[0]
-                    for h in reversed(hosts):
-                        if h not in self.trusted:
-                            host = h
-                            break
-                    scope["client"] = (host, 0)
+                    scope["client"] = (forwarded_client(hosts, self.trusted), 0)
         return self.app(scope, receive, send)
+
+
+def forwarded_client(hosts, trusted):
+    """The client of an `X-Forwarded-For` list (see ProxyHeaders): the rightmost address
+    that is not a trusted proxy, or the leftmost if all are."""
+    for h in reversed(hosts):
+        if h not in trusted:
+            return h
+    return hosts[0]

@@ -7,7 +7,7 @@ import inspect
 import logging
 
 from .. import _native
-from .proxy import TrustedHosts
+from .proxy import TrustedHosts, forwarded_client
 
 errors_logger = logging.getLogger("swordfish.wsgi")
 
@@ -112,11 +112,6 @@ class WsgiProxyHeaders:
                 environ["wsgi.url_scheme"] = proto[-1].lower()
             hosts = [s.strip() for s in environ.get("HTTP_X_FORWARDED_FOR", "").split(",") if s.strip()]
             if hosts:
-                host = hosts[0]
-                for h in reversed(hosts):
-                    if h not in self.trusted:
-                        host = h
-                        break
-                environ["REMOTE_ADDR"] = host
+                environ["REMOTE_ADDR"] = forwarded_client(hosts, self.trusted)
                 environ["REMOTE_PORT"] = "0"
         return self.app(environ, start_response)
