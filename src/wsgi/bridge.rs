@@ -158,13 +158,13 @@ fn read(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
     let proto = ex.proto.bind(py);
     let waiter = || Ok(Py::new(py, BodyWaiter { ex: ex.clone(), pool: None, done: Mutex::new(false) })?.into_any());
     if let BodyRead::Now(msg) = HttpProtocol::read_body(proto, ex.gen, waiter)? {
-        deliver(py, ex, msg.bind(py))?;
+        deliver(ex, msg.bind(py))?;
     }
     Ok(())
 }
 
 /// Hand a body message (`(bytes, more)`, or None: nothing more comes) to the app thread.
-pub fn deliver(py: Python<'_>, ex: &Exchange, msg: &Bound<'_, PyAny>) -> PyResult<()> {
+pub fn deliver(ex: &Exchange, msg: &Bound<'_, PyAny>) -> PyResult<()> {
     if msg.is_none() {
         ex.update(|s| {
             s.asked = false;
@@ -174,7 +174,6 @@ pub fn deliver(py: Python<'_>, ex: &Exchange, msg: &Bound<'_, PyAny>) -> PyResul
         return Ok(());
     }
     let (data, more): (Bound<'_, PyBytes>, bool) = msg.extract()?;
-    let _ = py;
     ex.update(|s| {
         s.asked = false;
         s.push_body(data.as_bytes(), more);
@@ -253,7 +252,7 @@ impl BodyWaiter {
         if let Ok(mut d) = self.done.lock() {
             *d = true;
         }
-        deliver(py, &self.ex, msg)?;
+        deliver(&self.ex, msg)?;
         match &self.pool {
             Some(pool) => pool.prefetch(py, &self.ex),
             None => Ok(()),

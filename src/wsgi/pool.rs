@@ -150,7 +150,7 @@ impl Pool {
                     Ok(Py::new(py, w)?.into_any())
                 };
                 match HttpProtocol::read_body(proto, ex.gen, waiter)? {
-                    BodyRead::Now(msg) => deliver(py, ex, msg.bind(py))?,
+                    BodyRead::Now(msg) => deliver(ex, msg.bind(py))?,
                     // The waiter submits the request when it has enough.
                     BodyRead::Wait(_) => return Ok(()),
                 }
