@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from apps.serving import ServeProcess, read_rest, socket_to, split_response, start_in_flight
 from swordfish.server.proxy import ProxyHeaders, TrustedHosts
 
 pytestmark = pytest.mark.timeout(180)
@@ -27,91 +28,23 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 DEADLINE = 30.0  # seconds for anything to happen
 
 
-class Served:
+class Served(ServeProcess):
     """`python -m swordfish serve workerapp:app ARGS` (or the command cmd) with its log
-    collected line by line."""
+    collected line by line (apps/serving.py), and its workers: waited for, and killed with
+    it."""
 
-    def __init__(self, *args, env=None, pass_fds=(), app="workerapp:app", cmd=None):
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
-        full_env.update(env or {})
-        if cmd is None:
-            cmd = [sys.executable, "-m", "swordfish", "serve", *([app] if app else []), "--app-dir", TESTS, *args]
-        self.proc = subprocess.Popen(cmd, env=full_env, pass_fds=pass_fds,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-        with self.cond:
-            self.lines.append(None)  # EOF
-            self.cond.notify_all()
-
-    def log(self):
-        with self.cond:
-            return "\n".join(x for x in self.lines if x is not None)
-
-    def wait_line(self, pattern, start=0, count=1, timeout=DEADLINE):
-        """The count-th match of pattern in the log from line `start`: (match, line index)."""
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                found = 0
-                for i, line in enumerate(self.lines[start:], start):
-                    if line is None:
-                        raise AssertionError(f"server exited before {pattern!r}:\n{self.log()}")
-                    m = rx.search(line)
-                    if m:
-                        found += 1
-                        if found == count:
-                            return m, i
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {pattern!r} within {timeout}s:\n{self.log()}")
-                self.cond.wait(left)
-
-    def port(self):
-        m, _ = self.wait_line(r"(?:serving on http://|workers on )[\d.]+:(\d+)")
-        return int(m.group(1))
+    def __init__(self, *args, app="workerapp:app", **options):
+        super().__init__(*args, app=app, **options)
 
     def wait_workers(self, n):
         """Waits until n workers listen; their pids."""
         self.wait_line(r"serving on .*\(pid \d+\)", count=n)
         return children(self.proc.pid)
 
-    def stop(self, sig=signal.SIGTERM, timeout=DEADLINE):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.wait(timeout)
-
-    def wait(self, timeout=DEADLINE):
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"server did not exit within {timeout}s:\n{self.log()}")
-        self.reader.join(5)
-        return code
-
     def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        super().close()
         for pid in children(self.proc.pid):
             _kill(pid)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def _kill(pid):
@@ -145,35 +78,9 @@ def alive(pid):
         return False
 
 
-def connect(addr, timeout=10):
-    if isinstance(addr, str):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(timeout)
-        s.connect(addr)
-        return s
-    return socket.create_connection(("127.0.0.1", addr), timeout=timeout)
-
-
-def split_response(data):
-    head, _, body = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 "), data
-    status = int(head.split(b" ", 2)[1])
-    if b"transfer-encoding: chunked" in head.lower():
-        out = b""
-        while body:
-            size, _, rest = body.partition(b"\r\n")
-            n = int(size, 16)
-            if n == 0:
-                break
-            out += rest[:n]
-            body = rest[n + 2:]
-        body = out
-    return status, body
-
-
 def get(addr, path, headers=b"", timeout=10):
     """One request on a new connection (Connection: close): (status, body)."""
-    with connect(addr, timeout) as s:
+    with socket_to(addr, timeout) as s:
         s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" + headers + b"\r\n")
         data = b""
         while chunk := s.recv(65536):
@@ -207,29 +114,6 @@ def pids_seen(port, want, timeout=DEADLINE):
                 assert status == 200
                 seen.add(int(body))
     return seen
-
-
-def start_in_flight(addr, path):
-    """Sends GET path and reads until the app has started answering ("begin\\n")."""
-    s = connect(addr, DEADLINE)
-    s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-    data = b""
-    while b"begin\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, data
-        data += chunk
-    return s, data
-
-
-def read_rest(s, data):
-    try:
-        while chunk := s.recv(65536):
-            data += chunk
-    except ConnectionResetError:
-        pass
-    finally:
-        s.close()
-    return data
 
 
 # -- workers -------------------------------------------------------------------------------
@@ -375,7 +259,7 @@ def test_sigterm_stops_accepting_at_once(workers):
         if workers == 1:
             srv.wait_line("serving on")
         port = srv.port()
-        s = connect(port, DEADLINE)
+        s = socket_to(port, DEADLINE)
         s.sendall(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nConnection: close\r\n\r\n12345")
         data = b""
         while not re.search(rb"begin (\d+)\n", data):
@@ -390,7 +274,7 @@ def test_sigterm_stops_accepting_at_once(workers):
         deadline = time.monotonic() + DEADLINE
         while True:
             try:
-                connect(port, 5).close()
+                socket_to(port, 5).close()
             except ConnectionRefusedError:
                 break
             except ConnectionResetError:

@@ -20,7 +20,7 @@ import flask
 import pytest
 
 from apps import Probe, wsgi_flask, wsgi_werkzeug
-from apps.serving import CliServer, ThreadServer, client_for, payload, pieces_of
+from apps.serving import CliServer, Served, payload, pieces_of
 from httputil import connect, read_response, serving
 
 H = b"Host: example.com\r\n"
@@ -32,19 +32,9 @@ def server_loop(request):
     return request.param
 
 
-class Served:
-    def __init__(self, app, loop, probe=None):
-        self.probe = probe
-        self.server = ThreadServer(app, loop=loop, interface="wsgi", threads=4, lifespan="off")
-
-    def __enter__(self):
-        self.server.start()
-        self.client = client_for(self.server)
-        return self
-
-    def __exit__(self, *exc):
-        self.client.close()
-        self.server.stop()
+def wsgi_served(app, loop, probe=None):
+    """The WSGI app on a ThreadServer (4 threads, no lifespan) with an httpx client."""
+    return Served(app, probe, loop, interface="wsgi", threads=4, lifespan="off")
 
 
 @pytest.fixture
@@ -52,14 +42,14 @@ def fl(server_loop, tmp_path):
     path = tmp_path / "download.bin"
     path.write_bytes(payload(700_000, seed=4))
     probe = Probe(file_dir=str(tmp_path))
-    with Served(wsgi_flask.create_app(probe, str(path)), server_loop, probe) as served:
+    with wsgi_served(wsgi_flask.create_app(probe, str(path)), server_loop, probe) as served:
         served.file = path
         yield served
 
 
 @pytest.fixture
 def wz(server_loop):
-    with Served(wsgi_werkzeug.app, server_loop) as served:
+    with wsgi_served(wsgi_werkzeug.app, server_loop) as served:
         yield served
 
 

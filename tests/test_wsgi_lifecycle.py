@@ -11,18 +11,16 @@ generous deadline for a loaded 2-core machine."""
 
 import json
 import os
-import re
 import signal
-import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from apps.serving import ServeProcess, read_rest, socket_to, split_response, start_in_flight
 from httputil import free_port
 from netutil import tls_files  # noqa: F401 (fixture)
 
@@ -33,119 +31,18 @@ DEADLINE = 30.0  # seconds for anything to happen
 APP = "apps.wsgi_app:app"
 
 
-class Cli:
-    """`python -m swordfish serve APP --app-dir tests ARGS` (or cmd), its log collected."""
-
-    def __init__(self, *args, env=None, app=APP, cmd=None):
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
-        full_env.update(env or {})
-        if cmd is None:
-            cmd = [sys.executable, "-m", "swordfish", "serve", app, "--app-dir", TESTS, *args]
-        self.proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-        with self.cond:
-            self.lines.append(None)
-            self.cond.notify_all()
-
-    def log(self):
-        with self.cond:
-            return "\n".join(x for x in self.lines if x is not None)
-
-    def wait_line(self, pattern, count=1, timeout=DEADLINE):
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                found = [m for m in map(rx.search, (x for x in self.lines if x is not None)) if m]
-                if len(found) >= count:
-                    return found[count - 1]
-                if None in self.lines:
-                    raise AssertionError(f"server exited before {pattern!r}:\n{self.log()}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {pattern!r} within {timeout}s:\n{self.log()}")
-                self.cond.wait(left)
-
-    def port(self):
-        return int(self.wait_line(r"(?:serving on https?://|workers on )[\d.]+:(\d+)").group(1))
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.wait()
-
-    def wait(self, timeout=DEADLINE):
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"server did not exit within {timeout}s:\n{self.log()}")
-        self.reader.join(5)
-        return code
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def connect(addr, ctx=None, timeout=10):
-    if isinstance(addr, str):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(timeout)
-        s.connect(addr)
-        return s
-    s = socket.create_connection(("127.0.0.1", addr), timeout=timeout)
-    return ctx.wrap_socket(s, server_hostname="localhost") if ctx else s
-
-
-def parse(data):
-    """(status, body) of one whole response (chunked or not)."""
-    head, _, body = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 "), data
-    status = int(head.split(b" ", 2)[1])
-    if b"transfer-encoding: chunked" in head.lower():
-        out = b""
-        while True:
-            size, _, body = body.partition(b"\r\n")
-            n = int(size, 16)
-            if n == 0:
-                break
-            out, body = out + body[:n], body[n + 2:]
-        body = out
-    return status, body
-
-
-def read_all(s, data=b""):
-    try:
-        while chunk := s.recv(65536):
-            data += chunk
-    except ConnectionResetError:
-        pass
-    finally:
-        s.close()
-    return data
+def Cli(*args, app=APP, **options):
+    """`python -m swordfish serve APP --app-dir tests ARGS` (or cmd), its log collected
+    (apps/serving.py)."""
+    return ServeProcess(*args, app=app, **options)
 
 
 def http(addr, path, method="GET", body=b"", ctx=None):
     """One request on a new connection (Connection: close): (status, body)."""
-    s = connect(addr, ctx)
+    s = socket_to(addr, ctx=ctx)
     s.sendall(b"%s %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
               % (method.encode(), path.encode(), len(body), body))
-    return parse(read_all(s))
+    return split_response(read_rest(s))
 
 
 def answering(addr, ctx=None):
@@ -162,16 +59,13 @@ def answering(addr, ctx=None):
             time.sleep(0.05)  # polling for the server to listen
 
 
-def start_in_flight(addr, path):
-    """Sends GET path and reads until the app has started answering ("begin\\n")."""
-    s = connect(addr, timeout=DEADLINE)
-    s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-    data = b""
-    while b"begin\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, data
-        data += chunk
-    return s, data
+def sigterm_in_flight(srv, path):
+    """Leaves GET path in flight (start_in_flight), then sends the server SIGTERM: (the
+    socket, what was read, when the signal went)."""
+    s, data = start_in_flight(srv.port(), path)
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    return s, data, t0
 
 
 @pytest.mark.parametrize("how", ["flag", "env", "auto"])
@@ -215,11 +109,8 @@ def test_cli_rejects_invalid_interface_options(args, message):
 
 def test_sigterm_lets_the_request_in_flight_finish():
     with Cli("--port", "0", "--interface", "wsgi", "--timeout-graceful-shutdown", "20") as srv:
-        port = srv.port()
-        s, data = start_in_flight(port, "/slow?t=0.5")
-        t0 = time.monotonic()
-        srv.proc.send_signal(signal.SIGTERM)
-        assert parse(read_all(s, data)) == (200, b"begin\nend\n")
+        s, data, t0 = sigterm_in_flight(srv, "/slow?t=0.5")
+        assert split_response(read_rest(s, data)) == (200, b"begin\nend\n")
         assert srv.wait() == 0, srv.log()
         assert time.monotonic() - t0 < 15
 
@@ -231,7 +122,7 @@ def test_idle_keep_alive_connections_do_not_hold_up_shutdown():
         answering(port)
         idle = []
         for _ in range(3):
-            s = connect(port, timeout=DEADLINE)
+            s = socket_to(port, timeout=DEADLINE)
             s.sendall(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
             data = b""
             while not data.endswith(str(srv.proc.pid).encode()):
@@ -244,18 +135,15 @@ def test_idle_keep_alive_connections_do_not_hold_up_shutdown():
         assert srv.wait() == 0, srv.log()
         assert time.monotonic() - t0 < 10, "idle connections held the shutdown up"
         for s in idle:
-            assert read_all(s) == b""  # closed by the server, with nothing more sent
+            assert read_rest(s) == b""  # closed by the server, with nothing more sent
 
 
 def test_graceful_timeout_ends_with_an_app_thread_still_busy():
     # A WSGI app cannot be cancelled: at the graceful timeout the connection is closed and
     # the process exits anyway, without waiting for the thread.
     with Cli("--port", "0", "--interface", "wsgi", "--timeout-graceful-shutdown", "0.5") as srv:
-        port = srv.port()
-        s, data = start_in_flight(port, "/slow?t=60")
-        t0 = time.monotonic()
-        srv.proc.send_signal(signal.SIGTERM)
-        data = read_all(s, data)
+        s, data, t0 = sigterm_in_flight(srv, "/slow?t=60")
+        data = read_rest(s, data)
         assert b"end" not in data
         assert srv.wait(20) == 0, srv.log()
         assert time.monotonic() - t0 < 15
@@ -309,7 +197,7 @@ def test_limit_concurrency():
         answering(port)
         s, data = start_in_flight(port, "/slow?t=1")
         assert http(port, "/pid")[0] == 503  # the one request allowed is in the app
-        assert parse(read_all(s, data)) == (200, b"begin\nend\n")
+        assert split_response(read_rest(s, data)) == (200, b"begin\nend\n")
         assert http(port, "/pid") == (200, str(srv.proc.pid).encode())
         assert srv.stop() == 0, srv.log()
 

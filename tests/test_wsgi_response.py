@@ -21,10 +21,10 @@ import pytest
 from httputil import closed, connect, port_of, read_response
 from netutil import tls_files  # noqa: F401 (fixture)
 from wsgiutil import (
-    H, event_set, exchange, logged_error, read_chunk, read_head, read_until_close, run, until, wsgi_serving,
+    GET, H, event_set, exchange, logged_error, read_chunk, read_head, read_until_close, responses_of, responses_on, run,
+    until, wsgi_serving,
 )
 
-GET = b"GET / HTTP/1.1\r\n" + H + b"\r\n"
 TEXT = [("Content-Type", "text/plain")]
 
 
@@ -137,17 +137,7 @@ def test_content_length_from_the_app_frames_the_body(loop):
 
         return body()
 
-    async def main():
-        async with wsgi_serving(validator(app)) as server:
-            reader, writer = await connect(server)
-            responses = []
-            for _ in range(2):
-                writer.write(GET)
-                responses.append(await asyncio.wait_for(read_response(reader), 5))
-            writer.close()
-            return responses
-
-    for resp in run(loop, main()):
+    for resp in responses_of(loop, validator(app)):
         assert resp.status == 200 and resp.header("content-length") == "15"
         assert "transfer-encoding" not in dict(resp.headers)
         assert resp.body == b"abcdehelloworld"
@@ -159,17 +149,7 @@ def test_a_list_body_is_framed(loop, body):
         start_response("200 OK", TEXT)
         return list(body)
 
-    async def main():
-        async with wsgi_serving(validator(app)) as server:
-            reader, writer = await connect(server)
-            responses = []
-            for _ in range(2):
-                writer.write(GET)
-                responses.append(await asyncio.wait_for(read_response(reader), 5))
-            writer.close()
-            return responses
-
-    for resp in run(loop, main()):
+    for resp in responses_of(loop, validator(app)):
         names = [n for n, _ in resp.headers]
         assert resp.status == 200 and resp.body == b"".join(body)
         assert ("content-length" in names) != ("transfer-encoding" in names)
@@ -180,15 +160,7 @@ def test_set_cookie_twice_and_the_status_code(loop):
         start_response("418 I'm a teapot", TEXT + [("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")])
         return [b"short and stout"]
 
-    async def main():
-        async with wsgi_serving(validator(app)) as server:
-            reader, writer = await connect(server)
-            writer.write(GET)
-            resp = await asyncio.wait_for(read_response(reader), 5)
-            writer.close()
-            return resp
-
-    resp = run(loop, main())
+    resp, = responses_of(loop, validator(app), count=1)
     assert resp.status == 418 and resp.body == b"short and stout"
     assert [v for n, v in resp.headers if n == "set-cookie"] == ["a=1", "b=2"]
 
@@ -269,17 +241,8 @@ def test_start_response_called_lazily_in_the_iterable(loop):
         start_response("201 Created", TEXT + [("X-Late", "yes")])
         yield b"made"
 
-    async def main():
-        async with wsgi_serving(app) as server:
-            reader, writer = await connect(server)
-            responses = []
-            for path in (b"/made", b"/empty"):
-                writer.write(b"GET " + path + b" HTTP/1.1\r\n" + H + b"\r\n")
-                responses.append(await asyncio.wait_for(read_response(reader), 5))
-            writer.close()
-            return responses
-
-    made, empty = run(loop, main())
+    made, empty = responses_of(loop, app, [b"GET " + path + b" HTTP/1.1\r\n" + H + b"\r\n"
+                                           for path in (b"/made", b"/empty")])
     assert made.status == 201 and made.header("x-late") == "yes" and made.body == b"made"
     assert empty.status == 204 and empty.body == b""
 
@@ -305,15 +268,7 @@ def test_exc_info_before_anything_was_sent_replaces_the_response(loop, where):
 
         return body()
 
-    async def main():
-        async with wsgi_serving(validator(app)) as server:
-            reader, writer = await connect(server)
-            writer.write(GET)
-            resp = await asyncio.wait_for(read_response(reader), 5)
-            writer.close()
-            return resp
-
-    resp = run(loop, main())
+    resp, = responses_of(loop, validator(app), count=1)
     assert resp.status == 500 and resp.body == b"the app's own error page"
     assert resp.header("content-type") == "text/html" and resp.header("x-first") is None
 
@@ -436,6 +391,18 @@ def server_errors_seen(caplog):
     return any(r.name.startswith("swordfish") and r.levelno >= logging.ERROR for r in caplog.records)
 
 
+def refused(loop, caplog, app):
+    """What the client gets for a GET (Connection: close) to app, once the server has
+    logged an error."""
+    async def main():
+        async with wsgi_serving(app) as server:
+            data = await exchange(server, b"GET / HTTP/1.1\r\n" + H + b"Connection: close\r\n\r\n")
+            await until(lambda: server_errors_seen(caplog), what="an error log")
+            return data
+
+    return run(loop, main())
+
+
 def test_app_raising_before_start_response_is_a_logged_500(loop, caplog):
     def app(environ, start_response):
         if environ["PATH_INFO"] == "/none":
@@ -504,13 +471,7 @@ def test_invalid_header_from_the_app_is_a_500(loop, caplog, name):
         start_response("200 OK", TEXT + [BAD_HEADERS[name]])
         return [b"body"]
 
-    async def main():
-        async with wsgi_serving(app) as server:
-            data = await exchange(server, b"GET / HTTP/1.1\r\n" + H + b"Connection: close\r\n\r\n")
-            await until(lambda: server_errors_seen(caplog), what="an error log")
-            return data
-
-    data = run(loop, main())
+    data = refused(loop, caplog, app)
     assert data.startswith(b"HTTP/1.1 500 "), data
     assert b"injected" not in data.lower() and b"body" not in data, data
 
@@ -521,13 +482,7 @@ def test_invalid_status_from_the_app_is_a_500(loop, caplog, status):
         start_response(status, TEXT)
         return [b"body"]
 
-    async def main():
-        async with wsgi_serving(app) as server:
-            data = await exchange(server, b"GET / HTTP/1.1\r\n" + H + b"Connection: close\r\n\r\n")
-            await until(lambda: server_errors_seen(caplog), what="an error log")
-            return data
-
-    data = run(loop, main())
+    data = refused(loop, caplog, app)
     assert data.startswith(b"HTTP/1.1 500 ") and b"injected" not in data.lower(), data
 
 
@@ -541,13 +496,7 @@ def test_hop_by_hop_header_from_the_app_is_a_500(loop, caplog, name):
         start_response("200 OK", TEXT + [(name, "x")])
         return [b"body"]
 
-    async def main():
-        async with wsgi_serving(app) as server:
-            data = await exchange(server, b"GET / HTTP/1.1\r\n" + H + b"Connection: close\r\n\r\n")
-            await until(lambda: server_errors_seen(caplog), what="an error log")
-            return data
-
-    data = run(loop, main())
+    data = refused(loop, caplog, app)
     assert data.startswith(b"HTTP/1.1 500 ") and b"body" not in data, data
 
 
@@ -671,12 +620,7 @@ def test_file_wrapper_sends_the_whole_file_and_closes_it(loop, tmp_path, kind):
 
     async def main():
         async with wsgi_serving(app) as server:
-            reader, writer = await connect(server)
-            responses = []
-            for _ in range(2):
-                writer.write(GET)
-                responses.append(await asyncio.wait_for(read_response(reader), 10))
-            writer.close()
+            responses = await responses_on(server, [GET, GET], timeout=10)
             await until(lambda: all(f.closed for f in files), what="the files closed")
             return responses
 
@@ -693,15 +637,7 @@ def test_file_wrapper_is_an_iterable_for_the_app_too(loop):
         start_response("200 OK", TEXT + [("Content-Length", str(len(body)))])
         return [body]
 
-    async def main():
-        async with wsgi_serving(validator(app)) as server:
-            reader, writer = await connect(server)
-            writer.write(GET)
-            resp = await asyncio.wait_for(read_response(reader), 5)
-            writer.close()
-            return resp
-
-    resp = run(loop, main())
+    resp, = responses_of(loop, validator(app), count=1)
     assert resp.status == 200 and resp.body == b"0123456789" * 100
 
 

@@ -1,7 +1,8 @@
 """Helpers for the WSGI tests (tests/test_wsgi_*.py): a WSGI server on the test's loop, a
-WSGI echo app (also used by tests/test_http_corpus.py), raw response readers that go
-step by step (a head, one chunk, everything until the close), waiting on what the app's
-threads report, and finding the server's log records.
+WSGI echo app (also used by tests/test_http_corpus.py), requests sent one after the other
+on one connection with their whole responses read, raw response readers that go step by
+step (a head, one chunk, everything until the close), waiting on what the app's threads
+report, and finding the server's log records.
 
 The server runs on the test's loop and the app on the server's threads: a test coroutine
 never blocks on a `threading.Event` (it would block the server too); it polls with
@@ -13,9 +14,10 @@ import logging
 import time
 import traceback
 
-from httputil import connect, serving
+from httputil import connect, read_response, serving
 
 H = b"Host: example.com\r\n"
+GET = b"GET / HTTP/1.1\r\n" + H + b"\r\n"
 WAIT = 5.0  # seconds: the upper bound for anything a test waits on
 
 
@@ -26,6 +28,32 @@ def run(loop, coro, timeout=30):
 def wsgi_serving(app, threads=4, **options):
     """`serving()` with the WSGI interface and a pool of `threads` threads."""
     return serving(app, interface="wsgi", threads=threads, **options)
+
+
+async def responses_on(server, requests, timeout=WAIT):
+    """Sends each raw request on one new connection, the next once the last one's response
+    is read (httputil.read_response): the responses."""
+    reader, writer = await connect(server)
+    try:
+        responses = []
+        for raw in requests:
+            writer.write(raw)
+            responses.append(await asyncio.wait_for(read_response(reader), timeout))
+        return responses
+    finally:
+        writer.close()
+
+
+def responses_of(loop, app, raw=GET, count=2, timeout=WAIT):
+    """Serves app (wsgi_serving) and sends it raw `count` times on one connection, or, with
+    a list as raw, each request of the list: the responses (responses_on)."""
+    requests = raw if isinstance(raw, list) else [raw] * count
+
+    async def main():
+        async with wsgi_serving(app) as server:
+            return await responses_on(server, requests, timeout)
+
+    return run(loop, main())
 
 
 def wsgi_echo_app(environ, start_response):

@@ -14,16 +14,15 @@ Virtual users (http-vu): 10 users looping GET /, 0.1 s, GET /api, GET / against 
 catalogue app, whose /api asks a fake database server (0 or 25 ms latency).
 """
 import argparse
-import json
 import os
-import signal
 import statistics
 import sys
 import time
 
 import loadgen
 import report
-from servers import REPO, SUITES, Server, entry, free_port, pin, rotated
+from servers import SUITES, Server, entry  # (it puts benchmarks/ on sys.path, for rounds)
+from rounds import exit_on_sigterm, free_port, load_results, pin, rotated, save_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -182,13 +181,9 @@ def summarize(records):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    # Servers run in sessions of their own: a SIGTERM must unwind the `with` blocks that
-    # stop them, as Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_on_sigterm()
     if args.from_results:
-        with open(args.from_results) as f:
-            saved = json.load(f)
-        records, meta = saved["records"], saved["meta"]
+        meta, records = load_results(args.from_results)
         if args.docs and meta.get("suite") == "wsgi":
             sys.exit("a wsgi suite run has no docs section")
     else:
@@ -199,12 +194,7 @@ def main(argv=None):
             throughput_round(args, rnd, records)
             vu_round(args, rnd, records)
         meta = report.run_meta(args, time.monotonic() - started)
-        os.makedirs(RESULTS, exist_ok=True)
-        prefix = "http-wsgi" if args.suite == "wsgi" else "http"
-        path = os.path.join(RESULTS, time.strftime(f"{prefix}-%Y%m%d-%H%M%S.json"))
-        with open(path, "w") as f:
-            json.dump({"meta": meta, "records": records}, f, indent=1)
-        print(f"results: {os.path.relpath(path, REPO)}")
+        save_results(RESULTS, "http-wsgi" if args.suite == "wsgi" else "http", meta, records)
     stats = summarize(records)
     print()
     print(report.tables(stats, meta, records))

@@ -10,7 +10,6 @@ import http.client
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -163,23 +162,6 @@ def label(name):
         return LABELS[name]
     tuned = _tuned(name)
     return tuned[1].format(tuned[2]) if tuned else name
-
-
-def pin(cpu):
-    """taskset's prefix for one CPU (nothing where the CPU is not ours)."""
-    return ["taskset", "-c", str(cpu)] if cpu in os.sched_getaffinity(0) else []
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rotated(items, k):
-    """The servers' order in round k: each round starts one server later."""
-    k %= len(items)
-    return items[k:] + items[:k]
 
 
 def child_env(extra=None, apps=APPS):

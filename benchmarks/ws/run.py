@@ -14,9 +14,7 @@ broadcast (N = 16, 64), deflate (4 KiB JSON echo, permessage-deflate offered) an
 to CPU 0, the ws-load client to CPU 1. Results go to results/ws-*.json.
 """
 import argparse
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +22,8 @@ import time
 import report
 import suite
 import tables
-from servers import REPO, SERVERS
+from servers import REPO, SERVERS  # (it puts benchmarks/ on sys.path, for rounds)
+from rounds import results_of, save_results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -84,25 +83,13 @@ def measure(args):
         print(f"round {rnd + 1}/{args.rounds}", flush=True)
         suite.Round(args, rnd, records).run()
     meta = report.run_meta(args, time.monotonic() - started, load0)
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, time.strftime("ws-%Y%m%d-%H%M%S.json"))
-    with open(path, "w") as f:
-        json.dump({"meta": meta, "records": records}, f, indent=1)
-    print(f"results: {os.path.relpath(path, REPO)}")
+    save_results(RESULTS, "ws", meta, records)
     return meta, records
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    # Servers run in sessions of their own: a SIGTERM must unwind the `with` blocks that
-    # stop them, as Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if args.from_results:
-        with open(args.from_results) as f:
-            saved = json.load(f)
-        meta, records = saved["meta"], saved["records"]
-    else:
-        meta, records = measure(args)
+    meta, records = results_of(args, measure)
     view = tables.View(records, meta["servers"])
     print()
     print(tables.all_tables(view))

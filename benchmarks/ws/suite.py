@@ -7,14 +7,13 @@ connections), `broadcast` (N clients each send K messages relayed to all), `defl
 (echo of a 4 KiB JSON document with permessage-deflate offered) and `idle` (server
 memory of many idle connections, with and without deflate offered).
 """
-import os
-import socket
 import sys
 import time
 
 import load
 import payload
-from servers import Server, ServerFailed
+from servers import Server, ServerFailed  # (it puts benchmarks/ on sys.path, for rounds)
+from rounds import free_port, pin, rotated
 
 SERVER_CPU, CLIENT_CPU = 0, 1
 TESTS = ("echo", "broadcast", "deflate", "idle")
@@ -27,21 +26,6 @@ BROADCAST_TOTAL = {"full": 640_000, "quick": 160_000}
 BROADCAST_SIZE = 16
 # Connections per source address: a loopback address has ~28,000 ephemeral ports.
 PER_SOURCE = 20_000
-
-
-def pin(cpu, enabled=True):
-    return ["taskset", "-c", str(cpu)] if enabled and cpu in os.sched_getaffinity(0) else []
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rotated(items, k):
-    k %= len(items)
-    return items[k:] + items[:k]
 
 
 def plan(args):

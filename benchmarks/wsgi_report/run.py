@@ -14,9 +14,7 @@ the client to CPU 1; two workers: nothing pinned. Servers take turns in a rotate
 each round. Results go to results/report-*.json.
 """
 import argparse
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +26,8 @@ sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
 import loadgen  # noqa: E402  (the HTTP suite's: http-vu and its JSON)
 import peers  # noqa: E402
 import table  # noqa: E402
-from servers import REPO, ServerProcess, free_port, pin, rotated  # noqa: E402  (the HTTP suite's)
+from rounds import free_port, pin, results_of, rotated, save_results  # noqa: E402
+from servers import REPO, ServerProcess  # noqa: E402  (the HTTP suite's)
 
 APPS = os.path.join(HERE, "apps")
 RESULTS = os.path.join(HERE, "results")
@@ -94,25 +93,13 @@ def measure(args):
                 for name in rotated(args.servers, rnd):
                     records.append(cell(args, rnd, name, workers, latency))
     meta = table.run_meta(args, REPO, time.monotonic() - started)
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, time.strftime("report-%Y%m%d-%H%M%S.json"))
-    with open(path, "w") as f:
-        json.dump({"meta": meta, "records": records}, f, indent=1)
-    print(f"results: {os.path.relpath(path, REPO)}")
+    save_results(RESULTS, "report", meta, records)
     return meta, records
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    # Servers run in sessions of their own: a SIGTERM must unwind the `with` blocks that
-    # stop them, as Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if args.from_results:
-        with open(args.from_results) as f:
-            saved = json.load(f)
-        meta, records = saved["meta"], saved["records"]
-    else:
-        meta, records = measure(args)
+    meta, records = results_of(args, measure)
     print()
     print(table.table(records, meta))
     return 0

@@ -1,43 +1,24 @@
 """A Django project configured in code (no settings module, no database), served through
-`django.core.asgi.get_asgi_application()`. This module is also its ROOT_URLCONF.
+`django.core.asgi.get_asgi_application()`. This module is also its ROOT_URLCONF; the
+settings and the views it shares with wsgi_django.py come from django_project.py.
 
 Django's settings are global to the process: `get_application()` configures them on its
 first call only, so importing this module changes nothing, and other tests never see
 Django configured unless they asked for this app."""
 
 import asyncio
-import hashlib
-import threading
 
-from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
-from django.urls import path
-from django.views.decorators.csrf import csrf_exempt
+from django.http import JsonResponse, StreamingHttpResponse
 
 from . import Probe
+from .django_project import configure, request_info, urls
 
 PROBE = Probe()  # views report here; a test replaces it with a fresh one (reset())
-_lock = threading.Lock()
 
 
 def get_application():
     """The ASGI application (configures Django on the first call)."""
-    import django
-    from django.conf import settings
-
-    with _lock:
-        if not settings.configured:
-            settings.configure(
-                DEBUG=False,
-                ALLOWED_HOSTS=["*"],
-                ROOT_URLCONF=__name__,
-                SECRET_KEY="only-for-tests",
-                INSTALLED_APPS=[],
-                MIDDLEWARE=["django.middleware.csrf.CsrfViewMiddleware"],
-                DATABASES={},
-                USE_TZ=True,
-                LOGGING_CONFIG=None,  # leave the process's logging alone
-            )
-            django.setup(set_prefix=False)
+    configure(__name__, LOGGING_CONFIG=None)  # None: leave the process's logging alone
     from django.core.asgi import get_asgi_application
 
     return get_asgi_application()
@@ -49,36 +30,8 @@ def reset():
     return PROBE
 
 
-def hello(request):
-    return HttpResponse(f"hello {request.GET.get('name', 'nobody')}", content_type="text/plain")
-
-
 async def info(request, num):
-    return JsonResponse({
-        "num": num,
-        "method": request.method,
-        "path": request.path,
-        "query": request.GET.getlist("q"),
-        "header": request.headers.get("x-test"),
-        "cookie": request.COOKIES.get("flavour"),
-        "scheme": request.scheme,
-    })
-
-
-@csrf_exempt
-def upload(request):
-    if request.method != "POST":
-        return HttpResponse(status=405)
-    body = request.body
-    return JsonResponse({
-        "length": len(body),
-        "sha256": hashlib.sha256(body).hexdigest(),
-        "content_type": request.content_type,
-    })
-
-
-def guarded(request):  # not csrf_exempt: a POST without a token is refused
-    return HttpResponse("should not get here")
+    return JsonResponse(request_info(request, num))
 
 
 def stream(request):
@@ -106,16 +59,4 @@ def endless(request):
     return StreamingHttpResponse(pieces(), content_type="application/octet-stream")
 
 
-def error(request):
-    raise ValueError("a broken Django view")
-
-
-urlpatterns = [
-    path("hello", hello),
-    path("info/<int:num>", info),
-    path("upload", upload),
-    path("guarded", guarded),
-    path("stream", stream),
-    path("endless", endless),
-    path("error", error),
-]
+urlpatterns = urls(info, stream, endless=endless)

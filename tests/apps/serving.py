@@ -1,7 +1,12 @@
 """How tests/test_http_frameworks.py serves the framework apps and talks to them: a
 `swordfish.server.Server` on a loop of its own in a thread (the client stays in the test's
 thread), `python -m swordfish serve` in a subprocess, a raw-socket response reader, and the
-server's error log collected from any thread."""
+server's error log collected from any thread.
+
+Also the subprocess server of tests/test_http_workers.py and tests/test_wsgi_lifecycle.py
+(`ServeProcess`: its log collected line by line, waits on its lines and its exit) and their
+blocking-socket helpers (a connection by port or unix socket, a request left in flight,
+everything until the close, a whole response split into status and body)."""
 
 import asyncio
 import logging
@@ -13,6 +18,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import httpx
 
@@ -20,6 +26,7 @@ from swordfish.server import Config, Server
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 10.0  # seconds for anything a test waits on
+DEADLINE = 30.0  # seconds for anything to happen in a ServeProcess (a loaded 2-core machine)
 MiB = 1024 * 1024
 
 
@@ -154,7 +161,22 @@ def read_raw_response(sock):
     return int(lines[0].split()[1]), body
 
 
-class CliServer:
+class Subprocess:
+    """A context for what runs `self.proc`: on leaving, the process is killed if it still runs."""
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class CliServer(Subprocess):
     """`python -m swordfish serve ARGS --app-dir tests --port 0`, its output collected."""
 
     def __init__(self, *args):
@@ -190,10 +212,127 @@ class CliServer:
         self.reader.join(WAIT)
         return code
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
+class ServeProcess(Subprocess):
+    """`python -m swordfish serve [APP] --app-dir tests ARGS` (or the command cmd) in a
+    subprocess, without this process's SWORDFISH_* variables (env is added), its log
+    collected line by line."""
+
+    def __init__(self, *args, app=None, env=None, pass_fds=(), cmd=None):
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
+        full_env.update(env or {})
+        if cmd is None:
+            cmd = [sys.executable, "-m", "swordfish", "serve", *([app] if app else []), "--app-dir", TESTS, *args]
+        self.proc = subprocess.Popen(cmd, env=full_env, pass_fds=pass_fds,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append(None)  # EOF
+            self.cond.notify_all()
+
+    def log(self):
+        with self.cond:
+            return "\n".join(x for x in self.lines if x is not None)
+
+    def wait_line(self, pattern, start=0, count=1, timeout=DEADLINE):
+        """The count-th match of pattern in the log from line `start`: (match, line index)."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                found = 0
+                for i, line in enumerate(self.lines[start:], start):
+                    if line is None:
+                        raise AssertionError(f"server exited before {pattern!r}:\n{self.log()}")
+                    m = rx.search(line)
+                    if m:
+                        found += 1
+                        if found == count:
+                            return m, i
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {pattern!r} within {timeout}s:\n{self.log()}")
+                self.cond.wait(left)
+
+    def port(self):
+        m, _ = self.wait_line(r"(?:serving on https?://|workers on )[\d.]+:(\d+)")
+        return int(m.group(1))
+
+    def stop(self, sig=signal.SIGTERM, timeout=DEADLINE):
         if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.wait(timeout)
+
+    def wait(self, timeout=DEADLINE):
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+            raise AssertionError(f"server did not exit within {timeout}s:\n{self.log()}")
+        self.reader.join(5)
+        return code
+
+
+def socket_to(addr, timeout=10, ctx=None):
+    """A blocking connection to 127.0.0.1:addr, or to the unix socket addr (a str); over
+    TLS with the ssl context ctx."""
+    if isinstance(addr, str):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(addr)
+        return s
+    s = socket.create_connection(("127.0.0.1", addr), timeout=timeout)
+    return ctx.wrap_socket(s, server_hostname="localhost") if ctx else s
+
+
+def split_response(data):
+    """(status, body) of one whole response (chunked or not)."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 "), data
+    status = int(head.split(b" ", 2)[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        out = b""
+        while body:
+            size, _, rest = body.partition(b"\r\n")
+            n = int(size, 16)
+            if n == 0:
+                break
+            out += rest[:n]
+            body = rest[n + 2:]
+        body = out
+    return status, body
+
+
+def start_in_flight(addr, path, timeout=DEADLINE):
+    """Sends GET path and reads until the app has started answering ("begin\\n"): (the
+    socket, what was read)."""
+    s = socket_to(addr, timeout)
+    s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    data = b""
+    while b"begin\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    return s, data
+
+
+def read_rest(s, data=b""):
+    """data and everything after it until the server closes (EOF or reset); closes s."""
+    try:
+        while chunk := s.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    finally:
+        s.close()
+    return data

@@ -1,68 +1,27 @@
 """A Django project configured in code (no settings module, no database), served through
 `django.core.wsgi.get_wsgi_application()` as `application`; this module is also its
-ROOT_URLCONF. The WSGI counterpart of django_app.py.
+ROOT_URLCONF. The WSGI counterpart of django_app.py, with the settings and the views they
+share from django_project.py.
 
 Django's settings are global to the process and this module configures them when it is
 imported: tests/test_wsgi_frameworks.py runs it only in a subprocess (`python -m swordfish
 serve apps.wsgi_django:application`), never in the test process, where it would take the
 place of django_app's settings."""
 
-import hashlib
+from .django_project import configure, request_info, urls
 
-import django
-from django.conf import settings
-
-if not settings.configured:
-    settings.configure(
-        DEBUG=False,
-        ALLOWED_HOSTS=["*"],
-        ROOT_URLCONF=__name__,
-        SECRET_KEY="only-for-tests",
-        INSTALLED_APPS=[],
-        MIDDLEWARE=["django.middleware.csrf.CsrfViewMiddleware"],
-        DATABASES={},
-        USE_TZ=True,
-    )
-    django.setup(set_prefix=False)
+configure(__name__)
 
 from django.core.wsgi import get_wsgi_application  # noqa: E402 - after the settings
-from django.http import FileResponse, HttpResponse, JsonResponse, StreamingHttpResponse  # noqa: E402
-from django.urls import path  # noqa: E402
-from django.views.decorators.csrf import csrf_exempt  # noqa: E402
-
-
-def hello(request):
-    return HttpResponse(f"hello {request.GET.get('name', 'nobody')}", content_type="text/plain")
+from django.http import FileResponse, JsonResponse, StreamingHttpResponse  # noqa: E402
 
 
 def info(request, num):
     return JsonResponse({
-        "num": num,
-        "method": request.method,
-        "path": request.path,
-        "query": request.GET.getlist("q"),
-        "header": request.headers.get("x-test"),
-        "cookie": request.COOKIES.get("flavour"),
-        "scheme": request.scheme,
+        **request_info(request, num),
         "multithread": request.META["wsgi.multithread"],
         "protocol": request.META["SERVER_PROTOCOL"],
     })
-
-
-@csrf_exempt
-def upload(request):
-    if request.method != "POST":
-        return HttpResponse(status=405)
-    body = request.body
-    return JsonResponse({
-        "length": len(body),
-        "sha256": hashlib.sha256(body).hexdigest(),
-        "content_type": request.content_type,
-    })
-
-
-def guarded(request):  # not csrf_exempt: a POST without a token is refused
-    return HttpResponse("should not get here")
 
 
 def stream(request):
@@ -75,18 +34,6 @@ def source(request):
     return FileResponse(open(__file__, "rb"), content_type="text/x-python")
 
 
-def error(request):
-    raise ValueError("a broken Django view")
-
-
-urlpatterns = [
-    path("hello", hello),
-    path("info/<int:num>", info),
-    path("upload", upload),
-    path("guarded", guarded),
-    path("stream", stream),
-    path("source", source),
-    path("error", error),
-]
+urlpatterns = urls(info, stream, source=source)
 
 application = get_wsgi_application()
