@@ -14,6 +14,7 @@ use crate::pyutil::report_step;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A part of a response, made on an app thread.
@@ -156,7 +157,7 @@ fn app_error(e: RespondError) -> Option<&'static str> {
 
 fn read(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
     let proto = ex.proto.bind(py);
-    let waiter = || Ok(Py::new(py, BodyWaiter { ex: ex.clone(), pool: None, done: Mutex::new(false) })?.into_any());
+    let waiter = || BodyWaiter::made(py, ex, None);
     if let BodyRead::Now(msg) = HttpProtocol::read_body(proto, ex.gen, waiter)? {
         deliver(ex, msg.bind(py))?;
     }
@@ -219,9 +220,14 @@ fn send_file(
     }
     match gone(HttpProtocol::respond(proto, ex.gen, Part::File { size })?) {
         Some(Responded::File(transport, size)) => {
+            let Some(sendfile) = &bridge.sendfile else {
+                // The app thread posts a file only when the bridge can send one; should it
+                // not, the response fails as a failed send would.
+                gone(Err(RespondError::Gone));
+                return HttpProtocol::file_sent(proto, ex.gen, false);
+            };
             let done = Py::new(py, FileDone { ex: ex.clone() })?;
             let t = transport.unwrap_or_else(|| py.None());
-            let Some(sendfile) = &bridge.sendfile else { return Ok(()) };
             let coro = sendfile.call1(py, (proto, t, file, offset, size, ex.gen, done))?;
             bridge.lp.call_method1(py, intern!(py, "create_task"), (coro,))?;
         }
@@ -237,21 +243,26 @@ fn send_file(
 /// body's start (`pool` is then the pool to submit it to); after, the app thread is woken.
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct BodyWaiter {
-    pub ex: Arc<Exchange>,
-    pub pool: Option<Arc<Pool>>,
-    pub done: Mutex<bool>,
+    ex: Arc<Exchange>,
+    pool: Option<Arc<Pool>>,
+    done: AtomicBool,
+}
+
+impl BodyWaiter {
+    /// A waiter for `ex` (`pool`: the body's start is still being collected), as an object.
+    pub fn made(py: Python<'_>, ex: &Arc<Exchange>, pool: Option<Arc<Pool>>) -> PyResult<Py<PyAny>> {
+        Ok(Py::new(py, BodyWaiter { ex: ex.clone(), pool, done: AtomicBool::new(false) })?.into_any())
+    }
 }
 
 #[pymethods]
 impl BodyWaiter {
     fn done(&self) -> bool {
-        self.done.lock().map_or(true, |d| *d)
+        self.done.load(Ordering::Relaxed)
     }
 
     fn set_result(&self, py: Python<'_>, msg: &Bound<'_, PyAny>) -> PyResult<()> {
-        if let Ok(mut d) = self.done.lock() {
-            *d = true;
-        }
+        self.done.store(true, Ordering::Relaxed);
         deliver(&self.ex, msg)?;
         match &self.pool {
             Some(pool) => pool.prefetch(py, &self.ex),

@@ -68,8 +68,8 @@ pub struct Pool {
 
 #[derive(Default)]
 struct PoolState {
-    /// Requests submitted, with when.
-    jobs: VecDeque<(Arc<Exchange>, Instant)>,
+    /// Requests submitted, oldest first.
+    jobs: VecDeque<Arc<Exchange>>,
     /// Threads waiting for work, not woken.
     idle: usize,
     /// Threads woken for work that have not taken it yet.
@@ -88,8 +88,9 @@ struct PoolState {
 
 impl PoolState {
     /// Whether the process keeps a CPU busy: measured over at least `CPU_WINDOW` since the
-    /// last look (only looked at when the queue stalls).
-    fn cpu_busy(&mut self, now: Instant) -> bool {
+    /// last look (only looked at when a request waits while a thread serves).
+    fn cpu_busy(&mut self) -> bool {
+        let now = Instant::now();
         match self.cpu_mark {
             Some((at, _)) if now.duration_since(at) < CPU_WINDOW => {}
             Some((at, before)) => {
@@ -104,7 +105,7 @@ impl PoolState {
     }
 
     fn take(&mut self) -> Option<Arc<Exchange>> {
-        let (job, _) = self.jobs.pop_front()?;
+        let job = self.jobs.pop_front()?;
         self.serving += 1;
         Some(job)
     }
@@ -145,10 +146,7 @@ impl Pool {
                         break;
                     }
                 }
-                let waiter = || {
-                    let w = BodyWaiter { ex: ex.clone(), pool: Some(self.clone()), done: Mutex::new(false) };
-                    Ok(Py::new(py, w)?.into_any())
-                };
+                let waiter = || BodyWaiter::made(py, ex, Some(self.clone()));
                 match HttpProtocol::read_body(proto, ex.gen, waiter)? {
                     BodyRead::Now(msg) => deliver(ex, msg.bind(py))?,
                     // The waiter submits the request when it has enough.
@@ -171,13 +169,12 @@ impl Pool {
     }
 
     fn submit(self: &Arc<Self>, py: Python<'_>, ex: Arc<Exchange>) -> PyResult<()> {
-        let now = Instant::now();
         let mut st = self.lock();
         if st.stopping {
             return Ok(());
         }
-        st.jobs.push_back((ex, now));
-        self.more_hands(st, now);
+        st.jobs.push_back(ex);
+        self.more_hands(st);
         // If the serving threads are blocked, or the thread woken was already on its way to
         // another request, nobody else would look at the queue until the next request.
         if !self.check_armed.swap(true, Ordering::Relaxed) {
@@ -188,11 +185,11 @@ impl Pool {
     }
 
     /// Wake an idle thread, or start one, for a queued request that needs one.
-    fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>, now: Instant) {
+    fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>) {
         // Threads woken, between two requests or just started: each takes the next request
         // itself, and looks again at what is left behind it.
         let on_the_way = st.running.saturating_sub(st.idle + st.serving);
-        if st.jobs.is_empty() || on_the_way > 0 || st.serving > 0 && st.cpu_busy(now) {
+        if st.jobs.is_empty() || on_the_way > 0 || st.serving > 0 && st.cpu_busy() {
             return;
         }
         if st.idle > 0 {
@@ -217,17 +214,17 @@ impl Pool {
     /// An app thread: serve requests until the pool stops.
     fn work(self: Arc<Self>) {
         Python::attach(|py| {
-            let mut job = None;
+            let mut served = false;
             loop {
                 let queued = {
                     let mut st = self.lock();
-                    if job.take().is_some() {
+                    if std::mem::take(&mut served) {
                         st.serving -= 1;
                     }
                     let next = st.take();
                     // Requests left waiting behind this one may need another thread.
                     if next.is_some() {
-                        self.more_hands(st, Instant::now());
+                        self.more_hands(st);
                     }
                     next
                 };
@@ -236,8 +233,8 @@ impl Pool {
                     None => py.detach(|| self.wait_job()),
                 };
                 let Some(ex) = next else { break };
-                response::serve(py, &self.ctx, ex.clone());
-                job = Some(());
+                response::serve(py, &self.ctx, ex);
+                served = true;
             }
         });
         let mut st = self.lock();
@@ -315,8 +312,8 @@ impl Pool {
     }
 }
 
-/// A look at the queue `STALL` after a request was queued behind a serving thread, on the
-/// loop: another thread is woken if it is still waiting.
+/// A look at the queue on the loop, `STALL` after a request was submitted and again every
+/// `STALL` while requests wait: another thread is woken if one is needed.
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct StallCheck {
     pool: Arc<Pool>,
@@ -328,7 +325,7 @@ impl StallCheck {
         let pool = &slf.get().pool;
         let st = pool.lock();
         let more = !st.jobs.is_empty() && !st.stopping;
-        pool.more_hands(st, Instant::now());
+        pool.more_hands(st);
         if more {
             // Still queued: look again (each look wakes at most one thread).
             let lp = &pool.ctx.bridge.get().lp;

@@ -99,18 +99,21 @@ fn send_result(py: Python<'_>, responder: &StartResponse, result: &Bound<'_, PyA
             responder.send(py, body, false)?;
             return Ok(());
         }
-        for item in items {
-            if !item.as_bytes().is_empty() && responder.send(py, Some(item), true)? == Sent::Gone {
-                return Ok(());
-            }
-        }
-        responder.send(py, None, false)?;
-        return Ok(());
+        return stream(py, responder, items.into_iter().map(Ok));
     }
-    for item in result.try_iter()? {
-        let item = chunk(item?)?;
+    stream(py, responder, result.try_iter()?.map(|item| chunk(item?)))
+}
+
+/// Send the parts one by one, then the body's end; stop when the client is gone.
+fn stream<'py>(
+    py: Python<'py>,
+    responder: &StartResponse,
+    parts: impl Iterator<Item = PyResult<Bound<'py, PyBytes>>>,
+) -> PyResult<()> {
+    for part in parts {
+        let part = part?;
         // An empty part sends nothing: the head waits for real bytes (or the end).
-        if !item.as_bytes().is_empty() && responder.send(py, Some(item), true)? == Sent::Gone {
+        if !part.as_bytes().is_empty() && responder.send(py, Some(part), true)? == Sent::Gone {
             return Ok(());
         }
     }

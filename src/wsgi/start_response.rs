@@ -117,6 +117,17 @@ impl StartResponse {
         self.reply().head_sent
     }
 
+    /// The response head, if it has not gone out yet (it goes with what is sent next).
+    fn head_once(&self, py: Python<'_>) -> PyResult<Option<ResponseHead>> {
+        let mut reply = self.reply();
+        if reply.head_sent {
+            return Ok(None);
+        }
+        let head = self.head(py, &reply)?;
+        reply.head_sent = true;
+        Ok(Some(head))
+    }
+
     fn head(&self, py: Python<'_>, reply: &Reply) -> PyResult<ResponseHead> {
         let Some((status, reason)) = &reply.status else {
             return Err(PyAssertionError::new_err("the WSGI application sent a body before calling start_response()"));
@@ -140,11 +151,8 @@ impl StartResponse {
         if gone {
             return Ok(Sent::Gone);
         }
-        let head = {
-            let mut reply = self.reply();
-            let head = self.head(py, &reply)?;
-            reply.head_sent = true;
-            head
+        let Some(head) = self.head_once(py)? else {
+            return Err(PyAssertionError::new_err("a file as the body after the response started"));
         };
         let size = head.length.map_or(remaining, |n| n.min(remaining));
         WsgiBridge::post(self.bridge.bind(py), Post::File { ex: self.ex.clone(), head, file, offset, size })?;
@@ -164,12 +172,8 @@ impl StartResponse {
             return Ok(Sent::Gone);
         }
         let mut parts = Vec::with_capacity(2);
-        {
-            let mut reply = self.reply();
-            if !reply.head_sent {
-                parts.push(OutPart::Head(self.head(py, &reply)?));
-                reply.head_sent = true;
-            }
+        if let Some(head) = self.head_once(py)? {
+            parts.push(OutPart::Head(head));
         }
         let body = match body {
             Some(b) => b.unbind(),
