@@ -8,7 +8,10 @@
 //! the GIL, Python runs on one CPU at most, so on a CPU-bound app more threads would only
 //! take turns holding it, and each switch between them costs more than it gives
 //! (docs/design.md has the measurements). The queue is looked at again every `STALL` while
-//! requests wait in it.
+//! requests wait in it. A thread that has served long requests back to back for `TURN`
+//! while other threads also serve hands the GIL over between two requests, so a thread
+//! back from a database call (or the loop, with responses to send) does not wait for the
+//! interpreter's 5 ms switch interval behind it.
 
 use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
 use super::environ::KeyCache;
@@ -33,7 +36,12 @@ pub const PREFETCH: usize = 256 * 1024;
 const STALL: Duration = Duration::from_millis(2);
 /// The share of one CPU the process uses at which it counts as busy: more threads would
 /// only queue for the GIL.
-const BUSY: f64 = 0.85;
+const BUSY: f64 = 0.95;
+/// How long a thread serving requests back to back keeps the GIL while others serve too.
+const TURN: Duration = Duration::from_micros(300);
+/// Requests shorter than this on average are served back to back however long the run:
+/// handing over between them costs more than it gives.
+const SHORT: Duration = Duration::from_micros(25);
 /// The least time over which that share is measured.
 const CPU_WINDOW: Duration = Duration::from_millis(5);
 
@@ -215,25 +223,38 @@ impl Pool {
     fn work(self: Arc<Self>) {
         Python::attach(|py| {
             let mut served = false;
+            let mut turn = Turn::start();
             loop {
-                let queued = {
+                let (queued, shared) = {
                     let mut st = self.lock();
                     if std::mem::take(&mut served) {
                         st.serving -= 1;
                     }
                     let next = st.take();
+                    let shared = st.serving > 1;
                     // Requests left waiting behind this one may need another thread.
                     if next.is_some() {
                         self.more_hands(st);
                     }
-                    next
+                    (next, shared)
                 };
                 let next = match queued {
-                    Some(ex) => Some(ex),
-                    None => py.detach(|| self.wait_job()),
+                    Some(ex) => {
+                        if shared && turn.over() {
+                            py.detach(std::thread::yield_now);
+                            turn = Turn::start();
+                        }
+                        Some(ex)
+                    }
+                    None => {
+                        let job = py.detach(|| self.wait_job());
+                        turn = Turn::start();
+                        job
+                    }
                 };
                 let Some(ex) = next else { break };
                 response::serve(py, &self.ctx, ex);
+                turn.served += 1;
                 served = true;
             }
         });
@@ -309,6 +330,24 @@ impl Pool {
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+}
+
+/// An app thread's run of requests served without letting the GIL go between them.
+struct Turn {
+    since: Instant,
+    served: u32,
+}
+
+impl Turn {
+    fn start() -> Turn {
+        Turn { since: Instant::now(), served: 0 }
+    }
+
+    /// The run has lasted `TURN`, in requests of `SHORT` or more on average.
+    fn over(&self) -> bool {
+        let held = self.since.elapsed();
+        held >= TURN && held >= SHORT * self.served
     }
 }
 

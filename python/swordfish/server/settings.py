@@ -164,9 +164,10 @@ SETTINGS = [
     S("interface", str, "auto", "the app's interface (auto: an `async def` app or `__call__` is ASGI, a callable "
       "of two arguments WSGI)", choices=("auto", "asgi", "wsgi"),
       doc="a callable that is neither (say `*args`) is served as ASGI, with a warning"),
-    S("threads", int, 64, "WSGI: the most threads the app runs on (never the loop's)", least=1,
-      doc="a waiting request gets another thread only when none is serving or the process leaves a CPU "
-          "idle (the threads serving are blocked, not busy); a WSGI app gets no lifespan"),
+    S("threads", int, 256, "WSGI: the most threads the app runs on (never the loop's)", least=1,
+      doc="started as needed: a waiting request gets another thread only when none is serving or the "
+          "process leaves part of a CPU idle (the threads serving are blocked, not busy); a WSGI app "
+          "gets no lifespan"),
     S("app_dir", str, None, "look for APP's module in this directory", cli_default=".", metavar="DIR"),
     S("root_path", str, "", "the ASGI root_path: the mount point behind a proxy that strips it; "
       "also prefixed to each request's path and raw_path", metavar="PATH"),
