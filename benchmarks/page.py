@@ -36,6 +36,20 @@ def git_commit(repo):
         return None
 
 
+def replace_section(path, begin, end, text):
+    """Write `text` (which starts with `begin` and ends with `end`, the markers of one suite's
+    section) into the page at `path` in place of the section there, or at its end."""
+    with open(path) as f:
+        doc = f.read()
+    start, stop = doc.find(begin), doc.find(end)
+    if start != -1 and stop > start:
+        doc = doc[:start] + text.rstrip("\n") + doc[stop + len(end):]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    with open(path, "w") as f:
+        f.write(doc)
+
+
 def matplotlib_version():
     try:
         import matplotlib

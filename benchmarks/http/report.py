@@ -1,6 +1,7 @@
 """Tables, plots and the HTTP section of docs/benchmarks.md from the run's medians."""
 import os
 import platform
+import statistics
 import subprocess
 import sys
 
@@ -40,6 +41,23 @@ def run_meta(args, elapsed):
         "wrk": wrk.split(" Copyright")[0].strip(), "loadgen": args.loadgen, "rounds": args.rounds, "seconds": args.seconds, "warmup": args.warmup,
         "suite": args.suite, "servers": args.servers, "elapsed_s": round(elapsed),
     }
+
+
+def summarize(records):
+    """Medians over rounds: {(server, workload, conc, db_ms, workers): {field: median}}."""
+    groups = {}
+    for r in records:
+        if "failed" in r:
+            continue
+        key = (r["server"], r["workload"], r["conc"], r.get("db_ms"), r.get("workers"))
+        groups.setdefault(key, []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        fields = [f for f in rs[0] if isinstance(rs[0][f], (int, float)) and f not in ("round", "conc")]
+        out[key] = {f: statistics.median(r[f] for r in rs if r.get(f) is not None)
+                    for f in fields if any(r.get(f) is not None for r in rs)}
+        out[key]["rounds"] = len(rs)
+    return out
 
 
 def _get(stats, server, workload, conc, db_ms=None, workers=None):
@@ -251,13 +269,4 @@ def write_docs(stats, meta, records):
         out += [f"- round {r['round'] + 1} {r['server']} {r['workload']} c{r['conc']}: {r['failed']}" for r in failed]
         out.append("")
     out.append(END)
-    section = "\n".join(out) + "\n"
-    with open(DOCS) as f:
-        text = f.read()
-    start, end = text.find(BEGIN), text.find(END)
-    if start != -1 and end > start:
-        text = text[:start] + section.rstrip("\n") + text[end + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    with open(DOCS, "w") as f:
-        f.write(text)
+    page.replace_section(DOCS, BEGIN, END, "\n".join(out) + "\n")

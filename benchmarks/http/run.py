@@ -15,7 +15,6 @@ catalogue app, whose /api asks a fake database server (0 or 25 ms latency).
 """
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -162,23 +161,6 @@ def vu_round(args, rnd, records):
             db.wait()
 
 
-def summarize(records):
-    """Medians over rounds: {(server, workload, conc, db_ms, workers): {field: median}}."""
-    groups = {}
-    for r in records:
-        if "failed" in r:
-            continue
-        key = (r["server"], r["workload"], r["conc"], r.get("db_ms"), r.get("workers"))
-        groups.setdefault(key, []).append(r)
-    out = {}
-    for key, rs in groups.items():
-        fields = [f for f in rs[0] if isinstance(rs[0][f], (int, float)) and f not in ("round", "conc")]
-        out[key] = {f: statistics.median(r[f] for r in rs if r.get(f) is not None)
-                    for f in fields if any(r.get(f) is not None for r in rs)}
-        out[key]["rounds"] = len(rs)
-    return out
-
-
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     exit_on_sigterm()
@@ -195,7 +177,7 @@ def main(argv=None):
             vu_round(args, rnd, records)
         meta = report.run_meta(args, time.monotonic() - started)
         save_results(RESULTS, "http-wsgi" if args.suite == "wsgi" else "http", meta, records)
-    stats = summarize(records)
+    stats = report.summarize(records)
     print()
     print(report.tables(stats, meta, records))
     if args.docs:

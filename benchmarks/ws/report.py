@@ -141,12 +141,4 @@ def section(view, meta, records, plot_paths=()):
 
 def write_docs(view, meta, records):
     text = section(view, meta, records, draw(view, meta, DOC_PLOTS))
-    with open(DOCS) as f:
-        doc = f.read()
-    start, end = doc.find(BEGIN), doc.find(END)
-    if start != -1 and end > start:
-        doc = doc[:start] + text.rstrip("\n") + doc[end + len(END):]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    with open(DOCS, "w") as f:
-        f.write(doc)
+    page.replace_section(DOCS, BEGIN, END, text)
