@@ -4,6 +4,8 @@
 #   make conformance              CPython's asyncio test suite on swordfish and on asyncio
 #   make autobahn                 Autobahn|Testsuite against the WebSocket server, written to docs/autobahn.md
 #   make bench                    full scheduling benchmark, written to docs/benchmarks.md
+#   make wheels                   manylinux2014 wheels for CPython 3.10-3.13 and the sdist, in dist/
+#   make wheel-smoke              one wheel installed where there is no Rust, then used (CI runs it)
 
 PYTHON ?= python3
 PY_EXE := $(shell tools/find-python $(PYTHON))
@@ -19,7 +21,7 @@ endif
 VPY := $(VENV)/bin/python
 export PYO3_PYTHON := $(abspath $(VPY))
 
-.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn bench bench-quick clean
+.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn bench bench-quick clean wheels wheel-smoke
 
 $(VENV)/.deps: requirements-dev.txt
 	$(PY_EXE) -m venv $(VENV)
@@ -51,6 +53,13 @@ test-deps:
 
 test: test-deps cargo-test pytest
 
+# tools/build-wheels.sh: maturin --zig (ziglang from PyPI) in .venv-wheels, auditwheel.
+wheels:
+	tools/build-wheels.sh
+
+wheel-smoke:
+	tools/wheel-smoke.sh $(PYTHON)
+
 conformance: build
 	$(VPY) tools/conformance.py
 
@@ -69,4 +78,4 @@ bench: build
 	$(MAKE) -C benchmarks full PYTHON=$(PYTHON)
 
 clean:
-	rm -rf target .venv .venv-* python/swordfish/*.so
+	rm -rf target dist .venv .venv-* python/swordfish/*.so

@@ -754,6 +754,10 @@ def test_keep_alive_timeout(loop):
     ({"limit_request_line": 50}, b"GET /" + b"a" * 100 + b" HTTP/1.1\r\n" + H + b"\r\n", 414),
     ({"limit_header_count": 3}, b"GET / HTTP/1.1\r\n" + H + b"a: 1\r\nb: 1\r\nc: 1\r\n\r\n", 431),
     ({"limit_header_size": 100}, b"GET / HTTP/1.1\r\n" + H + b"a: " + b"x" * 200 + b"\r\n\r\n", 431),
+    # one field of 3 + 30 bytes over a limit of 32, the section well under its own
+    ({"limit_request_field_size": 32}, b"GET / HTTP/1.1\r\n" + H + b"a: " + b"x" * 30 + b"\r\n\r\n", 431),
+    # the default, 8190, as gunicorn's: a cookie of 9,000 bytes is refused
+    ({}, b"GET / HTTP/1.1\r\n" + H + b"Cookie: " + b"x" * 9000 + b"\r\n\r\n", 431),
     ({"limit_body_size": 10}, b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 11\r\n\r\n" + b"x" * 11, 413),
     ({"limit_body_size": 10}, b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n6\r\nxxxxxx\r\n6\r\nxxxxxx\r\n0\r\n\r\n", 413),
 ])
@@ -764,6 +768,19 @@ def test_limits(loop, option, raw, status):
 
     resp, was_closed = run(loop, main())
     assert resp.status == status and was_closed
+
+
+def test_field_size_limit_is_per_field(loop):
+    """Fields each under --limit-request-field-size pass however many there are; one at
+    the limit passes too."""
+    fields = b"".join(b"X-%d: %s\r\n" % (i, b"v" * 27) for i in range(5))
+
+    async def main():
+        async with serving(echo_app, limit_request_field_size=32) as server:
+            return await request(server, b"GET / HTTP/1.1\r\n" + H + fields + b"\r\n")
+
+    resp, _ = run(loop, main())
+    assert resp.status == 200
 
 
 @pytest.mark.parametrize("option,fields", [

@@ -96,6 +96,8 @@ INVALID = [
     ("6.2-cl-underscore", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 1_0\r\n\r\n", 400),
     ("6.2-cl-list", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 5, 5\r\n\r\nhello", 400),
     ("6.2-cl-duplicate", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello", 400),
+    ("9110-8.3-ct-duplicate", b"POST / HTTP/1.1\r\n" + H + b"Content-Type: text/plain\r\nContent-Type: text/html\r\nContent-Length: 0\r\n\r\n", 400),
+    ("9110-8.3-ct-duplicate-case", b"POST / HTTP/1.1\r\n" + H + b"Content-Type: a/b\r\ncontent-TYPE: a/b\r\nContent-Length: 0\r\n\r\n", 400),
     ("6.2-cl-empty", b"POST / HTTP/1.1\r\n" + H + b"Content-Length:\r\n\r\n", 400),
     ("6.2-cl-hex", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 0x5\r\n\r\nhello", 400),
     ("6.2-cl-space-inside", b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 1 0\r\n\r\n", 400),

@@ -166,7 +166,7 @@ def differential(scenario):
 
 def known_difference(scenario, stdlib, native):
     """Run ``scenario`` on both loops where the native types differ from the C ones on
-    purpose (README, "Known differences"): each transcript must be the one given, so the
+    purpose (docs/loop.md, "Known differences"): each transcript must be the one given, so the
     test fails if either side changes."""
     sf = require_swordfish()
     assert _transcript(asyncio.new_event_loop, scenario) == stdlib

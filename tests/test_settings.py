@@ -1,6 +1,6 @@
 """The settings table (swordfish/server/settings.py) against what it feeds: the command line
 and its SWORDFISH_* variables, Config, a supervisor's worker command line and environment,
-`swordfish.serve()` and the README's options table."""
+`swordfish.serve()` and the options table of docs/server.md."""
 
 import dataclasses
 import os
@@ -13,7 +13,7 @@ from swordfish.server import Config, settings
 from swordfish.server.cli import build_parser, worker_argv, worker_env
 from swordfish.server.settings import SETTINGS
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+SERVER_DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "server.md"
 BY_NAME = {s.name: s for s in SETTINGS}
 
 # Every setting: command line arguments that give it a value other than its default, and
@@ -27,16 +27,21 @@ EXAMPLES = {
     "factory": (["--factory"], True),
     "interface": (["--interface", "wsgi"], "wsgi"),
     "threads": (["--threads", "3"], 3),
+    "env_file": (["--env-file", "app.env"], "app.env"),
+    "pid_file": (["--pid-file", "/run/app.pid"], "/run/app.pid"),
     "app_dir": (["--app-dir", "src"], "src"),
     "root_path": (["--root-path", "/api v1"], "/api v1"),
     "lifespan": (["--lifespan", "on"], "on"),
     "loop": (["--loop", "asyncio"], "asyncio"),
     "access_log": (["--no-access-log"], False),
+    "access_log_format": (["--access-log-format", '%(h)s "%(r)s" %(s)s'], '%(h)s "%(r)s" %(s)s'),
     "log_level": (["--log-level", "debug"], "debug"),
+    "log_config": (["--log-config", "logging.yaml"], "logging.yaml"),
     "backlog": (["--backlog", "0"], 0),
     "limit_concurrency": (["--limit-concurrency", "10"], 10),
     "limit_request_line": (["--limit-request-line", "100"], 100),
     "limit_header_size": (["--limit-header-size", "2000"], 2000),
+    "limit_request_field_size": (["--limit-request-field-size", "100"], 100),
     "limit_header_count": (["--limit-header-count", "5"], 5),
     "limit_body_size": (["--limit-body-size", "0"], 0),
     "timeout_header_read": (["--timeout-header-read", "0.5"], 0.5),
@@ -47,8 +52,11 @@ EXAMPLES = {
     "headers": (["--header", "x-a: 1;2", "--header", "x-b: c:d"], ["x-a: 1;2", "x-b: c:d"]),
     "proxy_headers": (["--proxy-headers"], True),
     "forwarded_allow_ips": (["--forwarded-allow-ips", "10.0.0.0/8,unix:"], "10.0.0.0/8,unix:"),
+    "proxy_protocol": (["--proxy-protocol"], True),
     "max_requests": (["--max-requests", "1000"], 1000),
     "max_requests_jitter": (["--max-requests-jitter", "50"], 50),
+    "timeout_worker_healthcheck": (["--timeout-worker-healthcheck", "none"], None),
+    "workers_max_rss": (["--workers-max-rss", "512"], 512),
     "workers": (["--workers", "3"], 3),
     "ssl_certfile": (["--ssl-certfile", "cert.pem"], "cert.pem"),
     "ssl_keyfile": (["--ssl-keyfile", "key.pem"], "key.pem"),
@@ -108,11 +116,23 @@ def test_command_line_defaults_are_the_table_s():
     assert config_of(["serve", "m:app"]) == Config("m:app", app_dir=".")
 
 
+# Settings whose example does not go with the others' (--proxy-protocol refuses TLS): the
+# test of them all leaves them out, and they go alone.
+ALONE = {"proxy_protocol"}
+
+
+@pytest.mark.parametrize("name", sorted(ALONE))
+def test_settings_that_go_alone_reach_the_workers(name):
+    config = config_of(["serve", "m:app"] + EXAMPLES[name][0])
+    assert getattr(config, name) == EXAMPLES[name][1]
+    assert getattr(config_of(worker_argv(config)), name) == EXAMPLES[name][1]
+
+
 def test_every_setting_goes_from_the_command_line_to_the_workers_and_back(monkeypatch):
-    argv = ["serve", "m:app"] + [arg for args, _ in EXAMPLES.values() for arg in args]
+    argv = ["serve", "m:app"] + [arg for name, (args, _) in EXAMPLES.items() if name not in ALONE for arg in args]
     config = config_of(argv)
     for name, (_, value) in EXAMPLES.items():
-        assert getattr(config, name) == value, name
+        assert getattr(config, name) == (BY_NAME[name].default if name in ALONE else value), name
 
     to_workers = worker_argv(config)
     assert "--ws-ping-interval=none" in to_workers and "--timeout-graceful-shutdown=inf" in to_workers
@@ -124,7 +144,7 @@ def test_every_setting_goes_from_the_command_line_to_the_workers_and_back(monkey
         monkeypatch.setenv(name, text)
     worker = config_of(to_workers)
     for s in SETTINGS:
-        expected = s.default if s.supervisor_only else EXAMPLES[s.name][1]
+        expected = s.default if s.supervisor_only or s.name in ALONE else EXAMPLES[s.name][1]
         assert getattr(worker, s.name) == expected, s.name
 
 
@@ -139,7 +159,7 @@ ENV_TEXTS = {
     **{name: (args[1], value) for name, (args, value) in EXAMPLES.items() if len(args) == 2},
     "factory": ("yes", True), "access_log": ("0", False), "server_header": ("off", False),
     "date_header": ("false", False), "proxy_headers": (" TRUE ", True), "reload": ("1", True),
-    "ws_per_message_deflate": ("no", False),
+    "ws_per_message_deflate": ("no", False), "proxy_protocol": ("off", False),  # on would refuse the TLS examples
     "headers": ("x-a: 1;;x-b: 2;", ["x-a: 1", "x-b: 2"]), "reload_dirs": ("a;b", ["a", "b"]),
 }
 
@@ -235,10 +255,10 @@ def test_help_shows_every_option():
     assert "--ws-max-size N largest WebSocket message in bytes (then close 1009) (default: 16777216)" in helptext
 
 
-def test_the_readme_table_is_the_rendered_one():
-    readme = README.read_text(encoding="utf-8")
+def test_the_options_table_is_the_rendered_one():
+    readme = SERVER_DOC.read_text(encoding="utf-8")
     assert settings.with_table(readme) == readme, (
-        "the README's settings table is out of date: python -m swordfish.server.settings --update README.md")
+        "the settings table of docs/server.md is out of date: python -m swordfish.server.settings --update docs/server.md")
 
 
 def test_the_table_has_a_row_per_setting():

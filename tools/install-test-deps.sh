@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Install the system packages the test suite needs beyond Python ones: Debian's
-# `chromium`, for the real-browser WebSocket test (tests/test_ws_browser.py).
+# Install the system packages the test suite needs beyond Python ones, from Debian:
+# `chromium`, for the real-browser WebSocket test (tests/test_ws_browser.py), and
+# `haproxy`, the load balancer in front for the PROXY protocol tests (tests/test_haproxy.py),
+# and `nginx`, the reverse proxy in front (tests/test_nginx.py).
 # Idempotent and silent when everything is already there; as root it runs
 # `apt-get update` only when apt does not know the package yet (a fresh machine
 # has empty package lists), so a machine that has the lists does not refetch them.
 set -euo pipefail
 
-packages=(chromium)  # Debian package names
-commands=(chromium)  # what each package puts on PATH, to tell whether it is there
+packages=(chromium haproxy nginx)  # Debian package names
+commands=(chromium haproxy nginx)  # what each package puts on PATH, to tell whether it is there
 
 missing=()
 for i in "${!packages[@]}"; do
@@ -36,7 +38,16 @@ for pkg in "${missing[@]}"; do
 done
 echo "install-test-deps: installing ${missing[*]}"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# The tests start nginx and haproxy themselves: their packages must not start the system
+# services (policy-rc.d's 101: "action not allowed"), which would take port 80.
+policy=/usr/sbin/policy-rc.d
+own_policy=
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod +x "$policy"
+    own_policy=1
+fi
+trap 'rm -f "$log"; [ -n "$own_policy" ] && rm -f "$policy"' EXIT
 # apt's chatter (debconf notes included) is shown only if the install fails.
 if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
     cat "$log" >&2

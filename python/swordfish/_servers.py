@@ -422,19 +422,25 @@ class ServersMixin:
             except OSError as exc:
                 if exc.errno not in _OUT_OF_RESOURCES:
                     raise  # reported by the loop as an error in this callback
-                # The socket stays readable while no descriptor is free: stop watching it
-                # for a while instead of spinning.
-                self.call_exception_handler(
-                    {
-                        "message": "socket.accept() out of system resource",
-                        "exception": exc,
-                        "socket": trsock.TransportSocket(sock),
-                    }
-                )
+                # A factory that can free descriptors (swordfish's HTTP server closes its
+                # least useful connections) is asked first: accept is then retried once
+                # they are closed, at the next iteration. Otherwise the socket, which stays
+                # readable while no descriptor is free, is left alone for a while instead
+                # of spinning.
+                free = getattr(protocol_factory, "free_descriptors", None)
+                freed = free() if free is not None else 0
+                if not freed:
+                    self.call_exception_handler(
+                        {
+                            "message": "socket.accept() out of system resource",
+                            "exception": exc,
+                            "socket": trsock.TransportSocket(sock),
+                        }
+                    )
                 self._remove_reader(sock.fileno())
                 self.call_later(
-                    constants.ACCEPT_RETRY_DELAY, self._resume_serving, protocol_factory,
-                    sock, sslcontext, server, backlog, ssl_handshake_timeout,
+                    0 if freed else constants.ACCEPT_RETRY_DELAY, self._resume_serving,
+                    protocol_factory, sock, sslcontext, server, backlog, ssl_handshake_timeout,
                     ssl_shutdown_timeout,
                 )
                 return

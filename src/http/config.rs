@@ -24,6 +24,9 @@ pub struct HttpServerState {
     pub logger: Py<PyAny>,
     /// `access_log(request, status, size, seconds, client)` or None.
     pub access_log: Option<Py<PyAny>>,
+    /// `--proxy-protocol`: `trusted(host)` says whether a peer may send a PROXY header;
+    /// None: connections start with HTTP.
+    pub proxy_protocol: Option<Py<PyAny>>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
     pub connections: Py<PySet>,
     pub limits: Limits,
@@ -45,8 +48,8 @@ impl HttpServerState {
     /// Every setting is given by the server (its defaults live in the settings table).
     #[new]
     #[pyo3(signature = (interface, loop_, *, logger, access_log, limit_request_line, limit_header_size,
-        limit_header_count, limit_body_size, limit_concurrency, timeout_header_read, timeout_keep_alive,
-        date_header, server_header, default_headers))]
+        limit_request_field_size, limit_header_count, limit_body_size, limit_concurrency, timeout_header_read, timeout_keep_alive,
+        date_header, server_header, default_headers, proxy_protocol=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -56,6 +59,7 @@ impl HttpServerState {
         access_log: Option<Py<PyAny>>,
         limit_request_line: usize,
         limit_header_size: usize,
+        limit_request_field_size: usize,
         limit_header_count: usize,
         limit_body_size: Option<u64>,
         limit_concurrency: Option<usize>,
@@ -64,6 +68,7 @@ impl HttpServerState {
         date_header: bool,
         mut server_header: Option<Vec<u8>>,
         default_headers: Vec<(Vec<u8>, Vec<u8>)>,
+        proxy_protocol: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let dispatch = dispatch::recognise(interface)
             .ok_or_else(|| PyTypeError::new_err("interface must be one of swordfish's native interfaces"))?;
@@ -97,10 +102,12 @@ impl HttpServerState {
             lp: loop_,
             logger,
             access_log,
+            proxy_protocol,
             connections: PySet::empty(py)?.unbind(),
             limits: Limits {
                 request_line: limit_request_line,
                 header_size: limit_header_size,
+                field_size: limit_request_field_size,
                 header_count: limit_header_count,
                 body_size: limit_body_size.unwrap_or(u64::MAX),
             },
@@ -133,6 +140,13 @@ impl HttpServerState {
         self.total_requests.load(Ordering::Relaxed)
     }
 
+    /// Out of descriptors: close the connections that are least use (`shed`) — every idle
+    /// kept-alive one, then the oldest incomplete heads up to `want` in all. (idle, heads)
+    /// closed.
+    fn shed_connections(&self, py: Python<'_>, want: usize) -> PyResult<(usize, usize)> {
+        super::shed::shed_connections(py, self, want)
+    }
+
     /// New requests on kept-alive connections are refused from now on (they close instead).
     fn begin_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Relaxed);
@@ -143,6 +157,7 @@ impl HttpServerState {
         visit.call(&self.lp)?;
         visit.call(&self.logger)?;
         visit.call(&self.access_log)?;
+        visit.call(&self.proxy_protocol)?;
         visit.call(&self.connections)?;
         self.dispatch.traverse(&visit)
     }

@@ -135,6 +135,8 @@ pub struct Conn {
     pub client: Option<Py<PyAny>>,
     pub server: Option<Py<PyAny>>,
     pub https: bool,
+    /// A PROXY protocol header is still to come before the first request.
+    pub proxy_preface: bool,
     pub rbuf: Vec<u8>,
     pub req: Option<Request>,
     pub gen: u64,

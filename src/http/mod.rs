@@ -3,7 +3,9 @@
 //! the asyncio protocol class (`protocol`) with its connection state (`conn`), its
 //! request body API (`body`) and response API (`respond`), switching protocols (`upgrade`) and the work it runs outside
 //! its lock (`acts`), and the seam to the interface that serves the requests (`dispatch`,
-//! with the request target as interfaces present it: `target`).
+//! with the request target as interfaces present it: `target`). Around it: the PROXY
+//! protocol header (`proxy_protocol`) and which connections go first when descriptors
+//! run out (`shed`).
 
 pub mod acts;
 pub mod body;
@@ -14,8 +16,10 @@ pub mod encode;
 pub mod head;
 pub mod parse;
 pub mod protocol;
+pub mod proxy_protocol;
 pub mod respond;
 pub mod response;
+pub mod shed;
 pub mod target;
 pub mod upgrade;
 

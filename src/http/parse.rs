@@ -43,6 +43,8 @@ pub struct Limits {
     pub request_line: usize,
     /// Largest header section (all field lines), in bytes.
     pub header_size: usize,
+    /// Longest field line (name, colon, value), without the CRLF.
+    pub field_size: usize,
     /// Most header fields.
     pub header_count: usize,
     /// Largest body (declared or decoded), in bytes.
@@ -116,6 +118,9 @@ pub fn find_head_end(buf: &[u8], limits: &Limits) -> Result<Option<usize>, Rejec
                 if first_line {
                     headers_start = i + 2;
                 } else {
+                    if i - line_start > limits.field_size {
+                        return Err(Reject::HeadersTooLarge);
+                    }
                     fields += 1;
                     if fields > limits.header_count {
                         return Err(Reject::HeadersTooLarge);
@@ -135,8 +140,12 @@ pub fn find_head_end(buf: &[u8], limits: &Limits) -> Result<Option<usize>, Rejec
         if buf.len() > limits.request_line + 1 {
             return Err(Reject::UriTooLong);
         }
-    } else if buf.len() - headers_start > limits.header_size + 2 {
-        return Err(Reject::HeadersTooLarge);
+    } else {
+        // The line so far, less a CR whose LF is still to come.
+        let field = buf.len() - line_start - usize::from(buf.last() == Some(&b'\r'));
+        if buf.len() - headers_start > limits.header_size + 2 || field > limits.field_size {
+            return Err(Reject::HeadersTooLarge);
+        }
     }
     Ok(None)
 }
@@ -258,6 +267,7 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
     let mut te_last_chunked = false;
     let mut other_coding = false;
     let mut hosts = 0;
+    let mut content_type = false;
     let mut close = false;
     let mut keep_alive_token = false;
     let mut expect_continue = false;
@@ -304,6 +314,12 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
             }
             if !valid_host(value) {
                 return Err(bad("invalid Host"));
+            }
+        } else if name.eq_ignore_ascii_case(b"content-type") {
+            // Two media types for one body: the app and a proxy in front may each take a
+            // different one (gunicorn and nginx refuse it too).
+            if std::mem::replace(&mut content_type, true) {
+                return Err(bad("duplicate Content-Type"));
             }
         } else if name.eq_ignore_ascii_case(b"connection") {
             for token in list_items(value) {

@@ -4,7 +4,8 @@
 use super::*;
 use crate::testing::Rng;
 
-const LIMITS: Limits = Limits { request_line: 100, header_size: 200, header_count: 5, body_size: 1000 };
+const LIMITS: Limits =
+    Limits { request_line: 100, header_size: 200, field_size: 200, header_count: 5, body_size: 1000 };
 
 fn head(raw: &[u8]) -> Result<Head, Reject> {
     let end = find_head_end(raw, &LIMITS)?.expect("complete head");
@@ -23,6 +24,31 @@ fn simple_get() {
     assert!(h.keep_alive);
     let (n, v) = h.headers[1].clone();
     assert_eq!((&raw[n], &raw[v]), (&b"X-A"[..], &b"1"[..]));
+}
+
+#[test]
+fn field_size_limit() {
+    let limits = Limits { field_size: 20, ..LIMITS };
+    // "X-A: " and 15 bytes: 20, the most.
+    let fits = b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 123456789012345\r\n\r\n";
+    let end = find_head_end(fits, &limits).unwrap().expect("complete head");
+    assert!(parse_head(fits, end, &limits).is_ok());
+    let over = b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1234567890123456\r\n\r\n";
+    assert_eq!(find_head_end(over, &limits), Err(Reject::HeadersTooLarge));
+    // Refused before the line ends: 21 bytes with no CR yet, and not for a CR still to come.
+    assert_eq!(find_head_end(&over[..over.len() - 4], &limits), Err(Reject::HeadersTooLarge));
+    assert_eq!(find_head_end(&fits[..fits.len() - 3], &limits), Ok(None));
+    // The request line has its own limit.
+    let line = b"GET /0123456789012345678901234567890 HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert!(find_head_end(line, &limits).unwrap().is_some());
+}
+
+#[test]
+fn duplicate_content_type() {
+    let two = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\ncontent-type: text/html\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(head(two).unwrap_err(), Reject::BadRequest("duplicate Content-Type"));
+    let one = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 0\r\n\r\n";
+    assert!(head(one).is_ok());
 }
 
 #[test]

@@ -10,6 +10,7 @@
 use super::config::HttpServerState;
 use super::conn::{Act, BodyState, Conn, Expect, Phase, Reading, Request, TimerKind, Writing};
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
+use super::proxy_protocol::{self, Origin, Preface};
 use super::response::reason;
 use crate::clock::{coarse_monotonic, coarse_resolution, monotonic};
 use crate::sync::{GilCell, GilGuard};
@@ -125,11 +126,41 @@ impl HttpProtocol {
         acts.push(Act::Close);
     }
 
+    /// The PROXY protocol header at the start of the connection: whether it is complete
+    /// (and the connection's addresses are now the ones it gives). A malformed or missing
+    /// one closes the connection, with nothing passed to the app and nothing answered.
+    fn proxy_preface(&self, py: Python<'_>, c: &mut Conn, acts: &mut Vec<Act>) -> PyResult<bool> {
+        match proxy_protocol::parse(&c.rbuf) {
+            Preface::Incomplete => Ok(false),
+            Preface::Invalid => {
+                c.close_after();
+                c.rbuf.clear();
+                acts.push(Act::Close);
+                Ok(false)
+            }
+            Preface::Done { len, origin } => {
+                c.rbuf.drain(..len);
+                c.proxy_preface = false;
+                if let Origin::Relayed { client, server } = origin {
+                    let address = |a: std::net::SocketAddr| -> PyResult<Py<PyAny>> {
+                        Ok((a.ip().to_string(), a.port()).into_pyobject(py)?.into_any().unbind())
+                    };
+                    c.client = Some(address(client)?);
+                    c.server = self.state.get().dispatch.server_address(py, Some(address(server)?))?;
+                }
+                Ok(true)
+            }
+        }
+    }
+
     /// Parse and feed what the read buffer holds, as far as the current state allows.
     pub fn advance(&self, py: Python<'_>, c: &mut Conn, acts: &mut Vec<Act>) -> PyResult<()> {
         let state = self.state.get();
         loop {
             if c.closing() {
+                return Ok(());
+            }
+            if c.proxy_preface && !self.proxy_preface(py, c, acts)? {
                 return Ok(());
             }
             if c.req.is_none() {
@@ -336,6 +367,7 @@ impl HttpProtocol {
                 client: None,
                 server: None,
                 https: false,
+                proxy_preface: false,
                 rbuf: Vec::new(),
                 req: None,
                 gen: 0,
@@ -386,6 +418,22 @@ impl HttpProtocol {
             None => None,
         };
         let on_timer = slf.getattr(intern!(py, "_on_timer"))?.unbind();
+        // --proxy-protocol: only a trusted peer's header is believed; anyone else could
+        // claim any address, so their connections are closed unanswered.
+        let proxy_preface = match &state.proxy_protocol {
+            Some(trusted) => {
+                let host = match &client {
+                    Some(c) => c.bind(py).get_item(0)?,
+                    None => py.None().into_bound(py),
+                };
+                if !trusted.bind(py).call1((host,))?.is_truthy()? {
+                    transport.call_method0(intern!(py, "close"))?;
+                    return Ok(());
+                }
+                true
+            }
+            None => false,
+        };
         state.connections.bind(py).add(slf)?;
         let mut acts = Vec::new();
         {
@@ -396,6 +444,7 @@ impl HttpProtocol {
             c.client = client;
             c.server = server;
             c.https = https;
+            c.proxy_preface = proxy_preface;
             c.on_timer = Some(on_timer);
             this.set_timer(&mut c, TimerKind::Header, state.timeout_header, &mut acts);
             if state.shutting_down.load(Ordering::Relaxed) {

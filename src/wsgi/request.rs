@@ -61,8 +61,10 @@ impl WsgiRequest {
 
 #[pymethods]
 impl WsgiRequest {
-    /// What the access log reads: the keys of an ASGI scope it uses.
-    fn log_view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// What the access log reads: the keys of an ASGI scope it uses, `headers` (names
+    /// lowercased, as ASGI has them) only when asked for.
+    #[pyo3(signature = (headers=false))]
+    fn log_view<'py>(&self, py: Python<'py>, headers: bool) -> PyResult<Bound<'py, PyDict>> {
         let (path, query) = self.split().unwrap_or((b"/", b""));
         let d = PyDict::new(py);
         d.set_item(intern!(py, "client"), self.client.as_ref().map(|c| c.clone_ref(py)))?;
@@ -70,6 +72,13 @@ impl WsgiRequest {
         d.set_item(intern!(py, "raw_path"), PyBytes::new(py, path))?;
         d.set_item(intern!(py, "query_string"), PyBytes::new(py, query))?;
         d.set_item(intern!(py, "http_version"), if self.minor == 1 { "1.1" } else { "1.0" })?;
+        if headers {
+            let fields = self
+                .fields()
+                .map(|(n, v)| (PyBytes::new(py, &n.to_ascii_lowercase()), PyBytes::new(py, v)))
+                .collect::<Vec<_>>();
+            d.set_item(intern!(py, "headers"), fields)?;
+        }
         Ok(d)
     }
 

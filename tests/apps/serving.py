@@ -336,3 +336,25 @@ def read_rest(s, data=b""):
     finally:
         s.close()
     return data
+
+
+def exchange(addr, raw):
+    """(status, body) of the response to the whole request raw, which should close the
+    connection (Connection: close, or refused input)."""
+    s = socket_to(addr)
+    s.sendall(raw)
+    return split_response(read_rest(s))
+
+
+def wait_listening(port, proc, name):
+    """Return once 127.0.0.1:port accepts a connection; fails if `proc` (a Popen whose
+    stderr is piped) exits first or nothing listens within DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert proc.poll() is None, f"{name} exited: {proc.stderr.read() if proc.stderr else ''}"
+            assert time.monotonic() < deadline, f"{name} did not start"
+            time.sleep(0.05)

@@ -2,11 +2,15 @@
 come from a `SWORDFISH_<OPTION>` environment variable (e.g. `SWORDFISH_PORT=9000`)."""
 
 import argparse
-import logging
+import contextlib
 import os
+import platform
 import sys
 
+from .. import __version__
 from .config import Config
+from .logs import configure_logging
+from .process import PidFile, activated_socket, load_env_file
 from .server import run
 from .settings import SETTINGS
 
@@ -36,6 +40,7 @@ def _argument_type(setting):
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="swordfish", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve an ASGI app over HTTP/1.1",
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -51,7 +56,8 @@ def build_parser():
                 default = _from_env(s, text)
             except ValueError as exc:
                 bad.append(f"{s.env}: {exc}")
-        options = {"dest": s.name, "default": default, "help": s.help_text}
+        # argparse formats help with %: the access log format's atoms must stay as they are.
+        options = {"dest": s.name, "default": default, "help": s.help_text.replace("%", "%%")}
         if s.kind is bool:
             options["action"] = argparse.BooleanOptionalAction
         elif s.kind is list:
@@ -67,6 +73,11 @@ def build_parser():
         serve.error("; ".join(bad))
     parser.serve = serve  # for errors about the options of serve
     return parser
+
+
+def version_text():
+    return (f"swordfish {__version__} ({platform.python_implementation()} {platform.python_version()} "
+            f"on {platform.system()} {platform.machine()})")
 
 
 def worker_argv(config):
@@ -109,10 +120,25 @@ def main(argv=None):
 def start(config, notify_fd=None):
     """Run config as `swordfish serve` does: a supervisor and its workers for workers > 1 or
     reload, this process otherwise; the exit code."""
-    level = config.log_level.upper()
-    logging.basicConfig(level=level, format="%(levelname)s %(message)s")
-    logging.getLogger("swordfish").setLevel(level)  # also when logging was configured before
-    supervised = config.workers > 1 or config.reload
+    try:
+        configure_logging(config)
+    except Exception as exc:  # whatever the user's file holds: a clear line, not a traceback
+        print(f"swordfish: cannot configure logging from {config.log_config!r}: {exc}", file=sys.stderr)
+        return 2
+    supervised = config.workers > 1 or config.reload or config.workers_max_rss is not None
+    try:
+        fd = activated_socket()
+        if fd is not None and config.fd is None:
+            config.fd = fd
+    except ValueError as exc:
+        print(f"swordfish: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if config.env_file:
+            load_env_file(config.env_file)
+    except (OSError, ValueError) as exc:
+        print(f"swordfish: cannot load --env-file: {exc}", file=sys.stderr)
+        return 2
     try:
         if supervised:
             # The supervisor does not import the app: each worker does (a worker that
@@ -130,6 +156,11 @@ def start(config, notify_fd=None):
     except OSError as exc:
         print(f"swordfish: cannot load the TLS certificate {config.ssl_certfile!r}: {exc}", file=sys.stderr)
         return 2
-    if supervised:
-        return supervisor.run()
-    return run(config, notify_fd)
+    with contextlib.ExitStack() as stack:
+        if config.pid_file:
+            try:
+                stack.enter_context(PidFile(config.pid_file))
+            except OSError as exc:
+                print(f"swordfish: cannot write --pid-file: {exc}", file=sys.stderr)
+                return 2
+        return supervisor.run() if supervised else run(config, notify_fd)

@@ -30,6 +30,10 @@ class _ConfigMethods:
                     raise ValueError(f"{name} needs ssl_certfile (HTTPS)")
             if self.ssl_cert_reqs != "none":
                 raise ValueError("ssl_cert_reqs needs ssl_certfile (HTTPS)")
+        elif self.proxy_protocol:
+            # The header would come before the TLS handshake, which the loop's TLS transport
+            # reads first.
+            raise ValueError("proxy_protocol does not go with ssl_certfile: let the proxy terminate TLS")
         elif self.ssl_cert_reqs != "none" and self.ssl_ca_certs is None:
             raise ValueError(f"ssl_cert_reqs {self.ssl_cert_reqs!r} needs ssl_ca_certs to verify client certificates with")
 

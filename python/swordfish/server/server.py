@@ -9,15 +9,16 @@ import random
 import signal
 import socket
 import sys
+import time
 
 from .. import _native
+from .logs import access_logger, access_logger_for
 from .config import Config
 from .lifespan import Lifespan, LifespanFailed
-from .proxy import ProxyHeaders
+from .proxy import ProxyHeaders, TrustedHosts
 from .wsgi import WsgiProxyHeaders, detect_interface, environ_template
 
 logger = logging.getLogger("swordfish.error")
-access_logger = logging.getLogger("swordfish.access")
 
 _DRAIN_ITERATIONS = 8  # loop iterations between closing the listeners and closing idle connections
 _CANCELLED_APP_GRACE = 1.0  # seconds the apps cancelled at the graceful timeout get to clean up
@@ -76,25 +77,36 @@ def _eager_task(loop):
     return asyncio.Task
 
 
-def _access_log(scope, status, size, seconds, client=None):
-    """One line per request (a WebSocket handshake's with its 101 or refusal); scope None: input refused before it made a request (client
-    is then its sender's address)."""
-    if scope is not None and type(scope) is not dict:  # a WSGI request
-        scope = scope.log_view()
-    if scope is not None:
-        client = scope.get("client")
-    who = f"{client[0]}:{client[1]}" if client else "-"
-    if scope is None:
-        access_logger.info('%s - "-" %d %d %.1fms', who, status, size, seconds * 1000)
-        return
-    path = scope["raw_path"].decode("latin-1")
-    if scope["query_string"]:
-        path += "?" + scope["query_string"].decode("latin-1")
-    access_logger.info(
-        '%s - "%s %s HTTP/%s" %d %d %.1fms',
-        # A websocket scope has no method: its handshake is a GET.
-        who, scope.get("method", "GET"), path, scope["http_version"], status, size, seconds * 1000,
-    )
+class ConnectionFactory:
+    """The listeners' protocol factory: a native `HttpProtocol` per connection. When accept
+    finds no descriptor free, swordfish's loop asks it to free some: the connections that
+    are least use are closed (every idle kept-alive one, then the oldest incomplete heads;
+    src/http/shed.rs), so a new client is served during a flood of slow ones instead of
+    refused until the header-read timeout frees descriptors. Logged at most every
+    `LOG_EVERY` seconds."""
+
+    SHED = 16  # connections closed at least, each time (room for a burst of new clients)
+    LOG_EVERY = 10.0
+
+    def __init__(self, state):
+        self.state = state
+        self.shed = [0, 0]  # idle, heads closed since the last message
+        self.next_log = 0.0
+
+    def __call__(self):
+        return _native.HttpProtocol(self.state)
+
+    def free_descriptors(self):
+        idle, heads = self.state.shed_connections(self.SHED)
+        self.shed[0] += idle
+        self.shed[1] += heads
+        now = time.monotonic()
+        if now >= self.next_log and (idle or heads):
+            logger.warning("out of file descriptors: closed %d idle and %d incomplete connections "
+                           "to take new ones", *self.shed)
+            self.shed = [0, 0]
+            self.next_log = now + self.LOG_EVERY
+        return idle + heads
 
 
 class Server:
@@ -152,9 +164,11 @@ class Server:
                 interface,
                 loop,
                 logger=logger,
-                access_log=_access_log if config.access_log and access_logger.isEnabledFor(logging.INFO) else None,
+                access_log=(access_logger_for(config.access_log_format)
+                            if config.access_log and access_logger.isEnabledFor(logging.INFO) else None),
                 limit_request_line=config.limit_request_line,
                 limit_header_size=config.limit_header_size,
+                limit_request_field_size=config.limit_request_field_size,
                 limit_header_count=config.limit_header_count,
                 limit_body_size=config.limit_body_size,
                 limit_concurrency=config.limit_concurrency,
@@ -163,9 +177,10 @@ class Server:
                 date_header=config.date_header,
                 server_header=b"swordfish" if config.server_header else None,
                 default_headers=config.default_headers(),
+                proxy_protocol=TrustedHosts(config.forwarded_allow_ips).__contains__ if config.proxy_protocol else None,
             )
             try:
-                await self._listen(loop, lambda: _native.HttpProtocol(state), sockets, config.ssl_context())
+                await self._listen(loop, ConnectionFactory(state), sockets, config.ssl_context())
             except OSError as exc:
                 logger.error("%s", exc)
                 self.exit_code = 1
@@ -326,6 +341,23 @@ class Server:
             logger.warning("%d app task(s) still running after cancellation", len(pending))
 
 
+def _notify(fd, message):
+    try:
+        os.write(fd, message)
+    except (BlockingIOError, BrokenPipeError):
+        pass  # a supervisor that does not read now is told by the next heartbeat, or gone
+
+
+def _heartbeat(loop, fd, interval):
+    """`H` to the supervisor every `interval` seconds, from the loop: a loop stuck in a
+    blocking call stops it, and the supervisor replaces the worker."""
+    def beat():
+        _notify(fd, b"H")
+        loop.call_later(interval, beat)
+
+    beat()
+
+
 def run(config: Config, notify_fd=None):
     """Run a server on a new loop of the configured kind until SIGINT/SIGTERM; returns
     the exit code. notify_fd: a worker's pipe to its supervisor (see supervisor.py)."""
@@ -337,8 +369,11 @@ def run(config: Config, notify_fd=None):
         # A supervisor's worker: other processes serve the same app (with --reload too,
         # while a replacement starts).
         server.multiprocess = True
-        server.on_started = lambda: os.write(notify_fd, b"R")
-        server.on_max_requests = lambda: os.write(notify_fd, b"M")
+        os.set_blocking(notify_fd, False)  # the loop never waits on the supervisor
+        server.on_started = lambda: _notify(notify_fd, b"R")
+        server.on_max_requests = lambda: _notify(notify_fd, b"M")
+        if config.timeout_worker_healthcheck is not None:
+            _heartbeat(loop, notify_fd, config.timeout_worker_healthcheck / 4)
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         try:

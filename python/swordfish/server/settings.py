@@ -1,15 +1,17 @@
 """The server's settings, each declared once: its name (a `Config` attribute and a keyword of
 `swordfish.serve`), its `swordfish serve` flag and `SWORDFISH_*` variable, its type, bounds or
 choices, default and help. `Config` (config.py), the command line and a supervisor's worker
-command line (cli.py) and the README's options table are all made from `SETTINGS`.
+command line (cli.py) and the options table of docs/server.md are all made from `SETTINGS`.
 
-    python -m swordfish.server.settings --markdown       # print the README's options table
-    python -m swordfish.server.settings --update README.md   # rewrite it there, between the markers
+    python -m swordfish.server.settings --markdown              # print the options table
+    python -m swordfish.server.settings --update docs/server.md   # rewrite it there, between the markers
 """
 
 import dataclasses
 import re
 import sys
+
+from .logs import ATOM_HELP, check_format
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 # --ssl-cert-reqs: whether clients are asked for a certificate, and must present one.
@@ -25,7 +27,7 @@ class Setting:
     name: str  # the Config attribute
     kind: type  # bool, int, float, str, or list: a repeatable option, a list of str
     default: object
-    help: str  # for --help and the README
+    help: str  # for --help and the options table
     choices: tuple = ()
     # Numbers: the least value and whether it is allowed itself, the most value.
     least: float | None = None
@@ -35,7 +37,7 @@ class Setting:
     # Config, inf is taken as None too.
     none_as: str | None = None
     flag: str = ""  # the option; by default `--` and the name with `-` for `_`
-    metavar: str = ""  # the value's name in --help and the README; by default N for an int, SECONDS for a float
+    metavar: str = ""  # the value's name in --help and the options table; by default N for an int, SECONDS for a float
     # The command line's default where it differs from Config's (the CLI looks for the app
     # in the current directory; Config leaves sys.path alone).
     cli_default: object = _SAME
@@ -43,8 +45,8 @@ class Setting:
     secret: bool = False  # workers get it in their environment, out of the process list
     normalise: object = None  # value -> the value Config keeps
     item_texts: object = None  # list kind: the list -> its items as the command line spells them
-    doc: str = ""  # the README's further words
-    shown_default: str | None = None  # the README's default column, where the value says too little
+    doc: str = ""  # the options table's further words
+    shown_default: str | None = None  # the options table's default column, where the value says too little
 
     def __post_init__(self):
         if not self.flag:
@@ -153,13 +155,18 @@ def _lower(value):
     return str(value).lower()
 
 
+def _access_format(value):
+    return None if value is None else check_format(value)
+
+
 S = Setting
-# In Config's field order (after `app`), which is also that of --help and the README.
+# In Config's field order (after `app`), which is also that of --help and the options table.
 SETTINGS = [
     S("host", str, "127.0.0.1", "bind to this address"),
     S("port", int, 8000, "bind to this TCP port", least=0, most=65535, metavar="PORT"),
     S("uds", str, None, "bind to this Unix socket path", metavar="PATH", doc="removed at exit"),
-    S("fd", int, None, "serve on this inherited, already-listening socket descriptor", least=0, metavar="FD"),
+    S("fd", int, None, "serve on this inherited, already-listening socket descriptor", least=0, metavar="FD",
+      doc="a socket systemd passes (socket activation: `LISTEN_FDS`, `LISTEN_PID`) is taken as this one"),
     S("factory", bool, False, "APP is a factory: call it to get the app"),
     S("interface", str, "auto", "the app's interface (auto: an `async def` app or `__call__` is ASGI, a callable "
       "of two arguments WSGI)", choices=("auto", "asgi", "wsgi"),
@@ -168,6 +175,13 @@ SETTINGS = [
       doc="started as needed: a waiting request gets another thread only when none is serving or the "
           "process leaves part of a CPU idle (the threads serving are blocked, not busy); a WSGI app "
           "gets no lifespan"),
+    S("env_file", str, None, "load the app's environment variables from this dotenv file (KEY=VALUE lines)",
+      metavar="FILE", supervisor_only=True,
+      doc="read with python-dotenv (`pip install 'swordfish[dotenv]'`) before the app is imported; a "
+          "variable already set keeps its value; swordfish's own `SWORDFISH_*` settings are not taken "
+          "from it (the workers inherit it from the supervisor)"),
+    S("pid_file", str, None, "write the server's process id to this file (the supervisor's, with workers)",
+      metavar="FILE", supervisor_only=True, doc="removed at exit"),
     S("app_dir", str, None, "look for APP's module in this directory", cli_default=".", metavar="DIR"),
     S("root_path", str, "", "the ASGI root_path: the mount point behind a proxy that strips it; "
       "also prefixed to each request's path and raw_path", metavar="PATH"),
@@ -175,11 +189,22 @@ SETTINGS = [
       doc="the app's `state` is copied into each request's scope"),
     S("loop", str, "swordfish", "event loop", choices=("swordfish", "asyncio", "uvloop")),
     S("access_log", bool, True, "one log line per request", doc="refused requests included"),
-    S("log_level", str, "info", "log level", choices=LOG_LEVELS, normalise=_lower),
+    S("access_log_format", str, None, "the access log line in gunicorn's atoms, e.g. "
+      "'%(h)s \"%(r)s\" %(s)s %(b)s %(M)sms \"%(a)s\"'", metavar="FORMAT", normalise=_access_format,
+      shown_default="`client - \"request line\" status size duration`",
+      doc="the atoms: " + ATOM_HELP + "; logged on `swordfish.access`"),
+    S("log_level", str, "info", "log level", choices=LOG_LEVELS, normalise=_lower,
+      doc="of the `swordfish` loggers (`swordfish.error`, `swordfish.access`, `swordfish.wsgi`); "
+          "not applied with `--log-config`"),
+    S("log_config", str, None, "configure logging from this file: a `logging.config.dictConfig` "
+      "dictionary in JSON (.json) or YAML (.yaml, .yml), else a `fileConfig` INI file", metavar="FILE",
+      doc="instead of swordfish's own setup; YAML needs PyYAML"),
     S("backlog", int, 2048, "listen backlog", least=0),
     S("limit_concurrency", int, None, "most requests served at once (then 503)", least=1, shown_default="no limit"),
     S("limit_request_line", int, 8190, "longest request line in bytes (then 414)", least=1),
     S("limit_header_size", int, 32768, "largest header section in bytes (then 431)", least=1),
+    S("limit_request_field_size", int, 8190, "longest header field line in bytes, name and value (then 431)",
+      least=1, doc="as gunicorn's option of that name and nginx's `large_client_header_buffers`"),
     S("limit_header_count", int, 100, "most header fields (then 431)", least=1),
     S("limit_body_size", int, None, "largest request body in bytes (then 413)", least=0, shown_default="no limit"),
     S("timeout_header_read", float, 10.0, "seconds from accept to a complete request head",
@@ -196,12 +221,24 @@ SETTINGS = [
     S("proxy_headers", bool, False,
       "take client address and scheme from X-Forwarded-For/X-Forwarded-Proto (trusted peers only)"),
     S("forwarded_allow_ips", str, "127.0.0.1",
-      "peers trusted for --proxy-headers: IPs, networks, 'unix:' or '*', comma-separated", metavar="IPS"),
+      "peers trusted for --proxy-headers and --proxy-protocol: IPs, networks, 'unix:' or '*', comma-separated",
+      metavar="IPS"),
+    S("proxy_protocol", bool, False, "every connection starts with a PROXY protocol header (v1 or v2, as HAProxy's "
+      "send-proxy and send-proxy-v2 write it) that gives the client's and the server's addresses",
+      doc="only from --forwarded-allow-ips peers (anyone else's connection is closed unanswered); a missing "
+          "or malformed header closes the connection, with nothing passed to the app; `LOCAL` and `UNKNOWN` "
+          "keep the connection's own addresses; the header counts against --timeout-header-read; not with TLS (the proxy terminates it)"),
     S("max_requests", int, None, "recycle a worker after about this many requests (one process: exit after them)",
       least=1, shown_default="off",
       doc="a worker's replacement starts first, then it stops gracefully; one process exits with 0 "
           "(as uvicorn), for systemd or a container runtime to restart it"),
     S("max_requests_jitter", int, 0, "add a random 0..N to --max-requests, per worker", least=0),
+    S("timeout_worker_healthcheck", float, 30.0, "seconds a worker's loop may go without answering the "
+      "supervisor's heartbeat before the worker is killed and replaced (none: never)", least=0,
+      least_allowed=False, none_as="none", doc="with `--workers`: a worker whose loop is stuck in a blocking call"),
+    S("workers_max_rss", int, None, "replace a worker whose resident memory passes this many MiB, "
+      "gracefully, as --max-requests does", least=1, metavar="MIB", shown_default="off", supervisor_only=True,
+      doc="runs the supervisor even with one worker; looked at every second"),
     S("workers", int, 1, "worker processes sharing the listening socket, under a supervisor", least=1,
       doc="the supervisor binds the socket (or takes `--fd`), restarts a worker that dies, and on "
           "SIGTERM/SIGINT stops accepting at once and stops the workers gracefully (killed "
@@ -244,8 +281,8 @@ SETTINGS = [
 ]
 del S
 
-README_BEGIN = "<!-- settings table: made by `python -m swordfish.server.settings --update README.md` -->"
-README_END = "<!-- end of the settings table -->"
+TABLE_BEGIN = "<!-- settings table: made by `python -m swordfish.server.settings --update docs/server.md` -->"
+TABLE_END = "<!-- end of the settings table -->"
 
 
 def _default_text(s):
@@ -268,7 +305,7 @@ def _md(text):
 
 
 def markdown_table():
-    """The README's options table: one row per setting."""
+    """The options table: one row per setting."""
     rows = ["| option | `Config`, `serve()` | environment | default | |", "|---|---|---|---|---|"]
     for s in SETTINGS:
         if s.kind is bool:
@@ -285,11 +322,12 @@ def markdown_table():
 
 
 def with_table(readme):
-    """`readme` with the text between the markers replaced by markdown_table()."""
-    pattern = re.compile(re.escape(README_BEGIN) + r"\n.*?" + re.escape(README_END), re.S)
+    """`readme` (the text of the page holding the table) with the text between the markers
+    replaced by markdown_table()."""
+    pattern = re.compile(re.escape(TABLE_BEGIN) + r"\n.*?" + re.escape(TABLE_END), re.S)
     if not pattern.search(readme):
-        raise ValueError("the settings table's markers are not in the README")
-    return pattern.sub(lambda _: f"{README_BEGIN}\n{markdown_table()}{README_END}", readme, count=1)
+        raise ValueError("the settings table's markers are not in the page")
+    return pattern.sub(lambda _: f"{TABLE_BEGIN}\n{markdown_table()}{TABLE_END}", readme, count=1)
 
 
 def main(argv):
@@ -297,11 +335,11 @@ def main(argv):
         sys.stdout.write(markdown_table())
     elif len(argv) == 2 and argv[0] == "--update":
         with open(argv[1], encoding="utf-8") as f:
-            text = f.read()
+            text = with_table(f.read())  # before the file is opened for writing: it may fail
         with open(argv[1], "w", encoding="utf-8") as f:
-            f.write(with_table(text))
+            f.write(text)
     else:
-        sys.exit("usage: python -m swordfish.server.settings --markdown | --update README.md")
+        sys.exit("usage: python -m swordfish.server.settings --markdown | --update docs/server.md")
 
 
 if __name__ == "__main__":

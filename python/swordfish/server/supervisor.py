@@ -24,6 +24,10 @@ and `M` once it has served `--max-requests`.
   connections itself then); a worker still alive `KILL_MARGIN` seconds after that (a
   blocked loop, a slow lifespan shutdown) is killed.
   A second SIGTERM/SIGINT kills the workers at once.
+- Health: a worker's loop writes `H` every quarter of `--timeout-worker-healthcheck`; a
+  worker that listens and has written nothing for that long (its loop is stuck in a
+  blocking call) is killed and replaced. With `--workers-max-rss`, a worker whose resident
+  memory passes the limit (looked at every second) is replaced as at `M`.
 - `--reload` (also with one worker): when a watched file changes (see reload.py), every
   serving worker is replaced as at `M`, so the port never stops answering. A worker that
   exits before it listens (the change broke the app) stops nothing: the workers it was to
@@ -46,6 +50,17 @@ from .reload import FileWatch
 logger = logging.getLogger("swordfish.error")
 
 KILL_MARGIN = 2.0  # seconds past the graceful timeout before a worker is killed
+RSS_PERIOD = 1.0  # seconds between two looks at the workers' memory (--workers-max-rss)
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_mib(pid):
+    """A process's resident memory in MiB (Linux: /proc/PID/statm), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE / (1024 * 1024)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def bind_socket(config):
@@ -103,6 +118,7 @@ class Worker:
         self.retiring = False
         self.stopping = False
         self.kill_at = None
+        self.last_beat = None  # when it last wrote to its pipe (set once it listens)
 
 
 class Supervisor:
@@ -117,6 +133,7 @@ class Supervisor:
         self.preexec = _parent_death_signal() if sys.platform.startswith("linux") else None
         self.watch = None
         self.next_look = None  # when the watched files are looked at next (--reload)
+        self.next_rss = None  # when the workers' memory is looked at next (--workers-max-rss)
         if config.reload:
             dirs = config.reload_dirs or [config.app_dir or "."]
             self.watch = FileWatch(dirs, config.reload_includes, config.reload_excludes)
@@ -138,6 +155,8 @@ class Supervisor:
         if self.watch is not None:
             logger.info("watching %s for changes (%d files)", ", ".join(self.watch.dirs), len(self.watch.files))
             self.next_look = time.monotonic() + config.reload_delay
+        if config.workers_max_rss is not None:
+            self.next_rss = time.monotonic() + RSS_PERIOD
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -172,8 +191,13 @@ class Supervisor:
 
     def _step(self, wake_r):
         deadlines = [w.kill_at for w in self.workers if w.kill_at is not None]
+        health = self.config.timeout_worker_healthcheck
+        if health is not None:
+            deadlines += [w.last_beat + health for w in self.workers if w.last_beat is not None and not w.stopping]
         if self.next_look is not None and not self.stopping:
             deadlines.append(self.next_look)
+        if self.next_rss is not None and not self.stopping:
+            deadlines.append(self.next_rss)
         timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
         for key, _ in self.sel.select(timeout):
             if key.data is None:
@@ -193,11 +217,33 @@ class Supervisor:
             if changed:
                 self._reload(changed)
             self.next_look = time.monotonic() + self.config.reload_delay
+        if self.next_rss is not None and now >= self.next_rss and not self.stopping:
+            self._check_memory()
+            self.next_rss = time.monotonic() + RSS_PERIOD
         for w in self.workers:
             if w.kill_at is not None and now >= w.kill_at:
                 logger.warning("worker %d did not stop in time: killing it", w.pid)
                 w.kill_at = None
                 w.proc.kill()
+            elif (health is not None and w.last_beat is not None and not w.stopping
+                  and now >= w.last_beat + health):
+                # Killed, not stopped: a stuck loop would not see SIGTERM. _reap replaces it.
+                logger.error("worker %d has not answered for %.1f s (its loop is blocked): killing it",
+                             w.pid, now - w.last_beat)
+                w.last_beat = None
+                w.proc.kill()
+
+    def _check_memory(self):
+        limit = self.config.workers_max_rss
+        for w in list(self.workers):
+            if not w.ready or w.retiring or w.stopping:
+                continue
+            rss = resident_mib(w.pid)
+            if rss is not None and rss > limit:
+                w.retiring = True
+                logger.warning("worker %d uses %.0f MiB, over --workers-max-rss %d: starting its replacement",
+                               w.pid, rss, limit)
+                self._spawn(predecessor=w)
 
     def _spawn(self, predecessor=None):
         rfd, wfd = os.pipe()
@@ -226,7 +272,11 @@ class Supervisor:
         if not data:  # the worker exited (or closed the pipe): _reap takes it
             self._forget_pipe(w)
             return False
+        if w.ready or "R" in data.decode("ascii", "replace"):
+            w.last_beat = time.monotonic()
         for c in data.decode("ascii", "replace"):
+            if c == "H":
+                continue
             if c == "R" and not w.ready:
                 w.ready = True
                 old = w.predecessor

@@ -1,0 +1,72 @@
+//! Overload without a fall: when the server cannot take another connection (no descriptor
+//! left for `accept`), it closes the connections that are least use first, as nginx drains
+//! its idle keep-alive ones: every idle kept-alive connection, then the connections whose
+//! request head has been arriving longest (a slow client, or one sending a byte at a time
+//! to hold the descriptor), so that the next client is served rather than refused until
+//! the header-read timeout frees descriptors. Connections with a request in the app, or
+//! switched to WebSocket, are never closed here.
+
+use super::config::HttpServerState;
+use super::conn::{Act, TimerKind};
+use super::protocol::HttpProtocol;
+use pyo3::prelude::*;
+
+/// What a connection is worth keeping, for shedding: lower goes first.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+enum Keep {
+    /// Between two requests, nothing of the next one read.
+    Idle,
+    /// Its request head is arriving, since this time (the header deadline's start).
+    Head(f64),
+}
+
+impl HttpProtocol {
+    /// How this connection ranks for shedding; None: it is serving (or closing).
+    fn keep(&self, py: Python<'_>) -> PyResult<Option<Keep>> {
+        let c = self.lock(py)?;
+        if c.closing() || c.req.is_some() || c.upgraded.is_some() {
+            return Ok(None);
+        }
+        Ok(match c.timer_kind {
+            TimerKind::KeepAlive if c.rbuf.is_empty() => Some(Keep::Idle),
+            TimerKind::Header | TimerKind::KeepAlive => Some(Keep::Head(c.deadline)),
+            TimerKind::None => None,
+        })
+    }
+
+    /// Close quietly, as the header or keep-alive timer would.
+    fn shed(slf: &Bound<'_, Self>) -> PyResult<()> {
+        {
+            let mut c = slf.get().lock(slf.py())?;
+            c.timer_kind = TimerKind::None;
+            c.close_after();
+        }
+        Self::run_acts(slf, vec![Act::Close])
+    }
+}
+
+/// Close every idle kept-alive connection and, if that makes fewer than `want`, the
+/// connections whose head has been arriving longest, up to `want` in all. Returns (idle,
+/// heads) closed.
+pub fn shed_connections(py: Python<'_>, state: &HttpServerState, want: usize) -> PyResult<(usize, usize)> {
+    let mut ranked = Vec::new();
+    for item in state.connections.bind(py).iter() {
+        let Ok(proto) = item.cast_into::<HttpProtocol>() else { continue };
+        if let Some(keep) = proto.get().keep(py)? {
+            ranked.push((keep, proto));
+        }
+    }
+    // Idle first, then heads by the time they began (a deadline is that time plus the
+    // same timeout for all): the oldest first.
+    ranked.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+    let (mut idle, mut heads) = (0, 0);
+    for (keep, proto) in ranked {
+        match keep {
+            Keep::Idle => idle += 1,
+            Keep::Head(_) if idle + heads < want => heads += 1,
+            Keep::Head(_) => break,
+        }
+        HttpProtocol::shed(&proto)?;
+    }
+    Ok((idle, heads))
+}
