@@ -12,9 +12,9 @@ import sys
 import time
 
 from .. import _native
-from .logs import access_logger, access_logger_for
 from .config import Config
 from .lifespan import Lifespan, LifespanFailed
+from .logs import access_logger, access_logger_for
 from .proxy import ProxyHeaders, TrustedHosts
 from .wsgi import WsgiProxyHeaders, detect_interface, environ_template
 
