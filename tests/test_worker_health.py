@@ -49,11 +49,11 @@ def test_a_worker_with_a_blocked_loop_is_killed_and_replaced():
 
 
 def test_a_healthy_idle_worker_is_left_alone():
-    srv = ServeProcess("--port", "0", "--workers", "2", "--timeout-worker-healthcheck", "0.5", app=APP)
+    srv = ServeProcess("--port", "0", "--workers", "2", "--timeout-worker-healthcheck", "1", app=APP)
     try:
         port = srv.port()
         srv.wait_line(r"started worker \d+", count=2)
-        time.sleep(2.0)  # four healthcheck periods with nothing to do
+        time.sleep(2.5)  # two and a half healthcheck periods with nothing to do
         pid_of(port)
         log = srv.log()
         assert "has not answered" not in log and len(re.findall(r"started worker", log)) == 2, log
