@@ -8,13 +8,9 @@ import sys
 
 import pytest
 
-from apps.serving import ServeProcess, exchange
+from apps.serving import ServeProcess, get
 
 APP = "apps.env_app:app"
-
-
-def get(port, path):
-    return exchange(port, b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from apps.serving import DEADLINE, TESTS, ServeProcess, exchange, read_rest, socket_to, split_response, start_in_flight
+from apps.serving import (DEADLINE, TESTS, ServeProcess, exchange, get, pid_of, read_rest, socket_to, split_response,
+                           start_in_flight)
 from netutil import tls_files  # noqa: F401 (fixture)
 
 ASGI, WSGI = "apps.env_app:app", "apps.wsgi_app:app"
@@ -28,18 +29,6 @@ def port_of(srv):
     return int(m.group(1))
 
 
-def get(port, path, ctx=None):
-    s = socket_to(port, ctx=ctx)
-    s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-    return split_response(read_rest(s))
-
-
-def worker_pid(port):
-    status, body = get(port, "/pid")
-    assert status == 200
-    return int(body)
-
-
 def until(condition, what):
     deadline = time.monotonic() + DEADLINE
     while not condition():
@@ -53,7 +42,7 @@ def test_serves_asgi_and_wsgi_apps_on_every_worker(app):
     try:
         port = port_of(srv)
         srv.wait_line(r"swordfish worker serving", count=2)
-        pids = {worker_pid(port) for _ in range(20)}
+        pids = {pid_of(port) for _ in range(20)}
         assert pids and srv.proc.pid not in pids
     finally:
         assert srv.stop() == 0, srv.log()
@@ -89,10 +78,10 @@ def test_hup_replaces_the_workers():
     try:
         port = port_of(srv)
         srv.wait_line(r"swordfish worker serving")
-        before = worker_pid(port)
+        before = pid_of(port)
         srv.proc.send_signal(signal.SIGHUP)
         srv.wait_line(r"swordfish worker serving", count=2)
-        until(lambda: worker_pid(port) != before, "the worker was not replaced")
+        until(lambda: pid_of(port) != before, "the worker was not replaced")
     finally:
         assert srv.stop() == 0, srv.log()
 
@@ -102,7 +91,7 @@ def test_max_requests_recycles_the_worker():
     try:
         port = port_of(srv)
         seen = set()
-        until(lambda: seen.add(worker_pid(port)) or len(seen) >= 2, "no new worker after --max-requests")
+        until(lambda: seen.add(pid_of(port)) or len(seen) >= 2, "no new worker after --max-requests")
     finally:
         srv.stop()
 
@@ -112,11 +101,11 @@ def test_a_worker_whose_loop_is_stuck_is_replaced_after_timeout():
     try:
         port = port_of(srv)
         srv.wait_line(r"swordfish worker serving")
-        stuck = worker_pid(port)
+        stuck = pid_of(port)
         s = socket_to(port)
         s.sendall(b"GET /block?t=60 HTTP/1.1\r\nHost: t\r\n\r\n")
         srv.wait_line(r"WORKER TIMEOUT \(pid:%d\)" % stuck)
-        until(lambda: worker_pid(port) != stuck, "the stuck worker was not replaced")
+        until(lambda: pid_of(port) != stuck, "the stuck worker was not replaced")
         s.close()
     finally:
         srv.stop()

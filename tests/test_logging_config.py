@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from apps.serving import ServeProcess, exchange
+from apps.serving import ServeProcess, exchange, get
 from swordfish.server.logs import _Atoms, access_logger_for, check_format
 
 FORMAT = ('%(h)s %(l)s %(u)s "%(r)s" %(s)s %(B)s %(b)s "%(f)s" "%(a)s" %({X-Request-Id}i)s '
@@ -147,7 +147,7 @@ def test_log_config_file(tmp_path, make):
     srv = ServeProcess("--port", "0", "--log-config", str(make(tmp_path, log_file)), app="apps.env_app:app")
     try:
         port = srv.port()
-        assert exchange(port, b"GET /PATH HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")[0] == 200
+        assert get(port, "/PATH")[0] == 200
     finally:
         assert srv.stop() == 0, srv.log()
     lines = log_file.read_text().splitlines()

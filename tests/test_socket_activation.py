@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from apps.serving import TESTS, ServeProcess, exchange
+from apps.serving import TESTS, ServeProcess, get
 from swordfish.server.process import activated_socket
 
 WRAPPER = """
@@ -49,9 +49,9 @@ def test_serves_the_socket_systemd_passed(listener, workers):
     try:
         assert srv.port() == port
         for _ in range(4):
-            assert exchange(port, b"GET /PATH HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")[0] == 200
+            assert get(port, "/PATH")[0] == 200
         # The app's process (a worker, with workers) does not see the variables.
-        assert exchange(port, b"GET /LISTEN_FDS HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") == (404, b"unset")
+        assert get(port, "/LISTEN_FDS") == (404, b"unset")
     finally:
         assert srv.stop() == 0, srv.log()
 

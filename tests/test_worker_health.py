@@ -7,19 +7,9 @@ one worker; a healthy idle worker is left alone."""
 import re
 import time
 
-from apps.serving import DEADLINE, ServeProcess, exchange, socket_to
+from apps.serving import DEADLINE, ServeProcess, get, pid_of, socket_to
 
 APP = "apps.env_app:app"
-
-
-def get(port, path):
-    return exchange(port, b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-
-
-def pid_of(port):
-    status, body = get(port, "/pid")
-    assert status == 200
-    return int(body)
 
 
 def test_a_worker_with_a_blocked_loop_is_killed_and_replaced():

@@ -63,11 +63,6 @@ def default_reports():
     return [found[v] for v in sorted(found)]
 
 
-def _best(stats, names, w, c):
-    rs = [(s, r["rps"]) for s in names if (r := stats.get((s, w, c, None, None)))]
-    return max(rs, key=lambda x: x[1]) if rs else None
-
-
 def raw_targets(stats):
     """swordfish WSGI's default against granian WSGI's and gunicorn gthread's best settings
     and against its own best --threads, point by point."""
@@ -81,7 +76,7 @@ def raw_targets(stats):
     verdicts = []
     for w, c in http_report.THROUGHPUT_COLUMNS:
         sf = stats.get(("swordfish-wsgi", w, c, None, None))
-        gr, gt, best = _best(stats, granian, w, c), _best(stats, gthread, w, c), _best(stats, ours, w, c)
+        gr, gt, best = (http_report._best(stats, names, w, c) for names in (granian, gthread, ours))
         if not sf or not gr or not gt or not best:
             continue
         asgi, native = (stats.get((s, w, c, None, None)) for s in ("swordfish", "native"))

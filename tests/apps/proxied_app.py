@@ -8,7 +8,7 @@ GET  /gone            -> how many /endless responses saw their client go
 GET  /slow?t=S        -> "done" after S seconds
 GET  /inflight        -> how many /slow requests are in the app now
 POST /digest          -> JSON: the body's length and SHA-256
-WS   /ws              -> echo
+WS   /ws              -> echo (apps.ws_echo_app's)
 """
 import asyncio
 import hashlib
@@ -16,6 +16,8 @@ import json
 from urllib.parse import parse_qsl
 
 from swordfish.server import ClientDisconnected
+
+from .ws_echo_app import websocket as ws_echo
 
 _state = {"release": None, "gone": 0, "inflight": 0}
 
@@ -26,21 +28,11 @@ async def _respond(send, body, status=200, content_type=b"text/plain"):
     await send({"type": "http.response.body", "body": body})
 
 
-async def _websocket(receive, send):
-    await receive()  # websocket.connect
-    await send({"type": "websocket.accept"})
-    while True:
-        message = await receive()
-        if message["type"] == "websocket.disconnect":
-            return
-        await send({"type": "websocket.send", "text": message.get("text"), "bytes": message.get("bytes")})
-
-
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
         return
     if scope["type"] == "websocket":
-        await _websocket(receive, send)
+        await ws_echo(scope, receive, send, None)
         return
     path, query = scope["path"], dict(parse_qsl(scope["query_string"].decode()))
     if path == "/where":

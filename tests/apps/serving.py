@@ -338,12 +338,24 @@ def read_rest(s, data=b""):
     return data
 
 
-def exchange(addr, raw):
+def exchange(addr, raw, ctx=None):
     """(status, body) of the response to the whole request raw, which should close the
-    connection (Connection: close, or refused input)."""
-    s = socket_to(addr)
+    connection (Connection: close, or refused input); over TLS with the context ctx."""
+    s = socket_to(addr, ctx=ctx)
     s.sendall(raw)
     return split_response(read_rest(s))
+
+
+def get(addr, path, ctx=None):
+    """(status, body) of GET path on a connection of its own."""
+    return exchange(addr, b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", ctx)
+
+
+def pid_of(addr):
+    """The pid of the process that answered GET /pid (the test apps' route)."""
+    status, body = get(addr, "/pid")
+    assert status == 200, (status, body)
+    return int(body)
 
 
 def wait_listening(port, proc, name):

@@ -272,9 +272,10 @@ class Supervisor:
         if not data:  # the worker exited (or closed the pipe): _reap takes it
             self._forget_pipe(w)
             return False
-        if w.ready or "R" in data.decode("ascii", "replace"):
+        messages = data.decode("ascii", "replace")
+        if w.ready or "R" in messages:
             w.last_beat = time.monotonic()
-        for c in data.decode("ascii", "replace"):
+        for c in messages:
             if c == "H":
                 continue
             if c == "R" and not w.ready:
