@@ -9,6 +9,7 @@ mod context;
 mod event_loop;
 mod handles;
 mod http;
+mod metrics;
 mod pyutil;
 mod reactor;
 mod sock_ops;
@@ -48,6 +49,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     http::register(m)?;
     asgi::register(m)?;
     wsgi::register(m)?;
+    metrics::register(m)?;
     // The transport and the HTTP connection know nothing of what runs on them: the
     // native protocols and interfaces are wired here.
     transport::native::register(vec![http::native_reader, ws::conn::native_reader]);

@@ -206,7 +206,7 @@ def test_cli_rejects_invalid_options(args, env, message):
 
 
 def test_config_checks_and_normalises_values():
-    from swordfish.server.cli import build_parser, worker_argv
+    from swordfish.server.cli import build_parser, config_from, worker_argv
 
     for bad in ({"workers": 0}, {"max_requests": 0}, {"limit_concurrency": 0}, {"port": 70000},
                 {"timeout_header_read": 0}, {"log_level": "loud"}):
@@ -218,10 +218,7 @@ def test_config_checks_and_normalises_values():
     config = Config("m:app", workers=3, forwarded_allow_ips=["10.0.0.1", "*"], timeout_graceful_shutdown=None,
                     log_level="DEBUG", headers=["X-A: 1;2", "X-B: x:y"], root_path="/a b", access_log=False,
                     limit_body_size=5)
-    args = vars(build_parser().parse_args(worker_argv(config)))
-    args.pop("command")
-    args.pop("worker_notify_fd")
-    again = Config(args.pop("app"), **args)
+    again, _ = config_from(build_parser(), worker_argv(config))
     assert again.forwarded_allow_ips == "10.0.0.1,*" and again.default_headers() == config.default_headers()
     same = {"forwarded_allow_ips": config.forwarded_allow_ips, "headers": config.headers, "app_dir": None}
     assert dataclasses.replace(again, **same) == config

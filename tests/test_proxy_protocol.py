@@ -3,7 +3,8 @@
 of the connection; LOCAL and UNKNOWN keep the connection's own addresses; a missing or
 malformed header, or one from a peer not in --forwarded-allow-ips, closes the connection
 with nothing passed to the app; the header may arrive in pieces, but within the
-header-read timeout. (A real HAProxy in front: tests/test_haproxy.py.)"""
+header-read timeout; and the PROXY cases of gunicorn's request corpus. (A real HAProxy in
+front: tests/test_haproxy.py.)"""
 
 import asyncio
 import json
@@ -12,6 +13,7 @@ import struct
 
 import pytest
 
+import gunicorn_corpus
 from httputil import closed, connect, read_response, serving
 
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
@@ -188,3 +190,62 @@ def test_not_with_tls(tmp_path):
     from swordfish.server import Config
     with pytest.raises(ValueError, match="proxy_protocol does not go with ssl_certfile"):
         Config("m:app", proxy_protocol=True, ssl_certfile=str(tmp_path / "c.pem"))
+
+
+# gunicorn's PROXY protocol cases (tests/requests/{valid,invalid}/pp_*.http of its sdist,
+# fetched by gunicorn_corpus), with the addresses each valid one gives.
+PP_VALID = [
+    ("pp_01", ["192.168.0.1", 56324], ["192.168.0.11", 443]),
+    ("pp_04", ["192.168.1.10", 12345], ["192.168.1.1", 443]),
+    ("pp_05", ["2001:db8::1", 54321], ["2001:db8::2", 80]),
+]
+
+
+@pytest.mark.parametrize("name,client,server", PP_VALID, ids=[c[0] for c in PP_VALID])
+def test_gunicorn_corpus_valid_headers(loop, name, client, server):
+    raw = gunicorn_corpus.case("valid", name)
+
+    async def main():
+        async with serving(where_app, proxy_protocol=True) as srv:
+            return await exchange(srv, raw)
+
+    assert run(loop, main()) == [{"client": client, "server": server}]
+
+
+def test_gunicorn_corpus_pp_02(loop):
+    """A v1 header, then two HTTP/1.1 requests without the Host field, which RFC 9112 §3.2
+    answers with 400 (gunicorn's corpus checks its parser, not that rule): the header is
+    taken, the request is answered, the connection closed; the app is not called."""
+    calls.clear()
+    raw = gunicorn_corpus.case("valid", "pp_02")
+
+    async def main():
+        async with serving(where_app, proxy_protocol=True) as srv:
+            reader, writer = await connect(srv)
+            writer.write(raw)
+            response = await read_response(reader)
+            assert await closed(reader)
+            writer.close()
+            return response.status
+
+    assert run(loop, main()) == 400 and calls == []
+
+
+@pytest.mark.parametrize("kind,name", [("invalid", "pp_01"), ("invalid", "pp_02"), ("invalid", "pp_03"),
+                                       ("valid", "pp_03")],
+                         ids=["invalid-pp_01", "invalid-pp_02", "invalid-pp_03", "valid-pp_03-no-header"])
+def test_gunicorn_corpus_refused_headers(loop, kind, name):
+    """The malformed headers, and a request without one (gunicorn's header is optional;
+    swordfish's is not: a peer that may send one and did not is not believed either)."""
+    calls.clear()
+    raw = gunicorn_corpus.case(kind, name)
+
+    async def main():
+        async with serving(where_app, proxy_protocol=True) as srv:
+            reader, writer = await connect(srv)
+            writer.write(raw)
+            data = await asyncio.wait_for(reader.read(), 5)
+            writer.close()
+            return data
+
+    assert run(loop, main()) == b"" and calls == []

@@ -10,7 +10,7 @@ import pytest
 
 import swordfish
 from swordfish.server import Config, settings
-from swordfish.server.cli import build_parser, worker_argv, worker_env
+from swordfish.server.cli import build_parser, config_from, worker_argv, worker_env
 from swordfish.server.settings import SETTINGS
 
 SERVER_DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "server.md"
@@ -58,6 +58,9 @@ EXAMPLES = {
     "timeout_worker_healthcheck": (["--timeout-worker-healthcheck", "none"], None),
     "workers_max_rss": (["--workers-max-rss", "512"], 512),
     "workers": (["--workers", "3"], 3),
+    "metrics": (["--metrics"], True),
+    "metrics_address": (["--metrics-address", "0.0.0.0"], "0.0.0.0"),
+    "metrics_port": (["--metrics-port", "9100"], 9100),
     "ssl_certfile": (["--ssl-certfile", "cert.pem"], "cert.pem"),
     "ssl_keyfile": (["--ssl-keyfile", "key.pem"], "key.pem"),
     "ssl_keyfile_password": (["--ssl-keyfile-password", "s3cret"], "s3cret"),
@@ -87,9 +90,7 @@ def no_swordfish_variables(monkeypatch):
 
 def config_of(argv):
     """Config from a `serve ...` command line, as cli.main makes it."""
-    args = vars(build_parser().parse_args(argv))
-    del args["command"], args["worker_notify_fd"]
-    return Config(args.pop("app"), **args)
+    return config_from(build_parser(), argv)[0]
 
 
 def test_every_setting_has_an_example():
@@ -159,7 +160,7 @@ ENV_TEXTS = {
     **{name: (args[1], value) for name, (args, value) in EXAMPLES.items() if len(args) == 2},
     "factory": ("yes", True), "access_log": ("0", False), "server_header": ("off", False),
     "date_header": ("false", False), "proxy_headers": (" TRUE ", True), "reload": ("1", True),
-    "ws_per_message_deflate": ("no", False), "proxy_protocol": ("off", False),  # on would refuse the TLS examples
+    "ws_per_message_deflate": ("no", False), "proxy_protocol": ("off", False), "metrics": ("on", True),  # on would refuse the TLS examples
     "headers": ("x-a: 1;;x-b: 2;", ["x-a: 1", "x-b: 2"]), "reload_dirs": ("a;b", ["a", "b"]),
 }
 

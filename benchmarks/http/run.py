@@ -7,6 +7,8 @@ hyper server, in one run, alternating servers between rounds.
     run.py --suite wsgi ...   the WSGI servers instead (swordfish --interface wsgi, granian
                               WSGI, gunicorn gthread and gevent, waitress; swordfish ASGI and
                               native for reference), throughput workloads only, no docs
+    run.py --suite metrics ...  swordfish with and without --metrics (what counting costs),
+                              throughput workloads only, no docs
 
 Throughput workloads (wrk, servers pinned to CPU 0 and wrk to CPU 1): hello world at
 400 connections, GET of a 10 KiB body and POST echo of a 10 KiB body at 64/128/256.
@@ -59,7 +61,7 @@ def parse_args(argv):
     unknown = [s for s in args.servers if entry(s) is None]
     if unknown:
         p.error(f"unknown servers: {', '.join(unknown)}")
-    workloads = args.workloads or ("hello,get10k,echo10k" if args.suite == "wsgi" else "hello,get10k,echo10k,vu")
+    workloads = args.workloads or ("hello,get10k,echo10k,vu" if args.suite == "asgi" else "hello,get10k,echo10k")
     args.workloads = [w for w in workloads.split(",") if w]
     quick = not args.full
     args.rounds = args.rounds or (1 if quick else 3)
@@ -69,8 +71,8 @@ def parse_args(argv):
                         for name, (_, _, conc) in THROUGHPUT.items()}
     args.db_latencies = (0,) if quick else (0, 25)
     args.worker_counts = (1,) if quick else (1, 2)
-    if args.suite == "wsgi" and args.docs:
-        p.error("the wsgi suite writes no docs section")
+    if args.suite != "asgi" and args.docs:
+        p.error(f"the {args.suite} suite writes no docs section")
     args.docs = args.docs or (args.full and args.suite == "asgi")
     return args
 
@@ -166,8 +168,8 @@ def main(argv=None):
     exit_on_sigterm()
     if args.from_results:
         meta, records = load_results(args.from_results)
-        if args.docs and meta.get("suite") == "wsgi":
-            sys.exit("a wsgi suite run has no docs section")
+        if args.docs and meta.get("suite", "asgi") != "asgi":
+            sys.exit(f"a {meta['suite']} suite run has no docs section")
     else:
         started = time.monotonic()
         records = []
@@ -176,7 +178,7 @@ def main(argv=None):
             throughput_round(args, rnd, records)
             vu_round(args, rnd, records)
         meta = report.run_meta(args, time.monotonic() - started)
-        save_results(RESULTS, "http-wsgi" if args.suite == "wsgi" else "http", meta, records)
+        save_results(RESULTS, "http" if args.suite == "asgi" else f"http-{args.suite}", meta, records)
     stats = report.summarize(records)
     print()
     print(report.tables(stats, meta, records))

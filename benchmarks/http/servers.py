@@ -32,6 +32,11 @@ def _swordfish(target, port, workers):
             "--log-level", "warning"]
 
 
+def _swordfish_metrics(target, port, workers):
+    # A supervisor with the workers under it (--metrics runs one even for one worker).
+    return _swordfish(target, port, workers) + ["--metrics", "--metrics-port", "0"]
+
+
 def _uvicorn(loop, http):
     def command(target, port, workers):
         return [sys.executable, "-m", "uvicorn", target, "--host", "127.0.0.1", "--port", str(port),
@@ -99,6 +104,7 @@ def _waitress(target, port, workers):
 Entry = namedtuple("Entry", "builder catalogue wsgi")
 SERVERS = {
     "swordfish": Entry(_swordfish, True, False),
+    "swordfish-metrics": Entry(_swordfish_metrics, True, False),
     "granian-uvloop": Entry(_granian("uvloop"), True, False),
     "granian-rloop": Entry(_granian("rloop"), True, False),
     "uvicorn-httptools": Entry(_uvicorn("uvloop", "httptools"), True, False),
@@ -112,6 +118,7 @@ SERVERS = {
 }
 LABELS = {
     "swordfish": "swordfish",
+    "swordfish-metrics": "swordfish --metrics",
     "granian-uvloop": "granian ASGI + uvloop",
     "granian-rloop": "granian ASGI + rloop",
     "uvicorn-httptools": "uvicorn httptools + uvloop",
@@ -138,6 +145,8 @@ SUITES = {
              "swordfish-wsgi-t8", "granian-wsgi-bt1", "granian-wsgi", "gunicorn-gthread-t1",
              "gunicorn-gthread-t4", "gunicorn-gthread-t8", "gunicorn-gthread-t32", "gunicorn-gevent",
              "waitress", "swordfish", "native"],
+    # What --metrics costs: the same server counting every request, or not.
+    "metrics": ["swordfish", "swordfish-metrics"],
 }
 
 

@@ -99,6 +99,12 @@ impl HttpProtocol {
     /// held until the end of the loop iteration, so what follows in the same iteration goes
     /// out in the same write), or through the transport's `write` on another loop.
     pub(super) fn write_out(&self, py: Python<'_>, data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
+        if let Some(m) = self.st(py).metrics() {
+            m.sent(match &data {
+                Held::Owned(v) => v.len(),
+                Held::Shared(b) => b.as_bytes().len(),
+            } as u64);
+        }
         let (core, w) = {
             let c = self.lock(py)?;
             (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))

@@ -5,6 +5,8 @@
 use super::dispatch::{self, Dispatch};
 use super::parse::Limits;
 use super::response::push_header;
+use crate::metrics::counters::Counters;
+use crate::metrics::slot::MetricsSlot;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PySet;
@@ -27,6 +29,8 @@ pub struct HttpServerState {
     /// `--proxy-protocol`: `trusted(host)` says whether a peer may send a PROXY header;
     /// None: connections start with HTTP.
     pub proxy_protocol: Option<Py<PyAny>>,
+    /// `--metrics`: this worker's counters.
+    pub metrics: Option<Py<MetricsSlot>>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
     pub connections: Py<PySet>,
     pub limits: Limits,
@@ -49,7 +53,7 @@ impl HttpServerState {
     #[new]
     #[pyo3(signature = (interface, loop_, *, logger, access_log, limit_request_line, limit_header_size,
         limit_request_field_size, limit_header_count, limit_body_size, limit_concurrency, timeout_header_read, timeout_keep_alive,
-        date_header, server_header, default_headers, proxy_protocol=None))]
+        date_header, server_header, default_headers, proxy_protocol=None, metrics=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -69,6 +73,7 @@ impl HttpServerState {
         mut server_header: Option<Vec<u8>>,
         default_headers: Vec<(Vec<u8>, Vec<u8>)>,
         proxy_protocol: Option<Py<PyAny>>,
+        metrics: Option<Py<MetricsSlot>>,
     ) -> PyResult<Self> {
         let dispatch = dispatch::recognise(interface)
             .ok_or_else(|| PyTypeError::new_err("interface must be one of swordfish's native interfaces"))?;
@@ -103,6 +108,7 @@ impl HttpServerState {
             logger,
             access_log,
             proxy_protocol,
+            metrics,
             connections: PySet::empty(py)?.unbind(),
             limits: Limits {
                 request_line: limit_request_line,
@@ -158,12 +164,23 @@ impl HttpServerState {
         visit.call(&self.logger)?;
         visit.call(&self.access_log)?;
         visit.call(&self.proxy_protocol)?;
+        visit.call(&self.metrics)?;
         visit.call(&self.connections)?;
         self.dispatch.traverse(&visit)
     }
 }
 
 impl HttpServerState {
+    /// `--metrics`: where this worker counts what it serves.
+    pub fn metrics(&self) -> Option<&Counters> {
+        self.metrics.as_ref().map(|m| m.get().counters())
+    }
+
+    /// Whether a request's duration is wanted (for the access log or the metrics).
+    pub fn timed(&self) -> bool {
+        self.access_log.is_some() || self.metrics.is_some()
+    }
+
     /// A plain-text reply the server makes itself, with its `date` and `server` fields.
     pub fn simple_response(&self, status: u16, head_method: bool, extra: &[u8]) -> Vec<u8> {
         super::response::simple_response(status, head_method, self.date_header, self.server_header.as_deref(), extra)

@@ -105,7 +105,9 @@ pub struct Request {
     pub sent: u64,
     /// The request as the interface made it, for the access log (None once logged).
     pub log: Option<Py<PyAny>>,
-    pub start: f64,
+    /// When the head was complete, if the access log or the metrics want the response's
+    /// duration (None once it is recorded: see `HttpProtocol::record`).
+    pub start: Option<f64>,
 }
 
 impl Request {

@@ -49,6 +49,9 @@ impl HttpProtocol {
             if c.closing() {
                 return Ok(());
             }
+            if let Some(m) = this.st(py).metrics() {
+                m.received(data.len());
+            }
             c.rbuf.extend_from_slice(data);
             this.advance(py, &mut c, &mut acts)?;
         }
@@ -100,22 +103,22 @@ impl HttpProtocol {
         if !response_started {
             let head_method = c.req.as_ref().map_or(head_method, |r| r.head_method);
             acts.push(Act::Write(state.simple_response(status, head_method, extra)));
-            if state.access_log.is_some() {
-                let size = if head_method { 0 } else { reason(status).len() as u64 };
-                let line = match c.req.as_mut() {
-                    Some(req) => {
-                        req.log.take().map(|s| Act::AccessLog(Some(s), None, status, size, monotonic() - req.start))
+            let size = if head_method { 0 } else { reason(status).len() as u64 };
+            match c.req.as_mut() {
+                Some(req) => self.record(req, status, size, acts),
+                None if state.timed() => {
+                    // The head has been arriving since the header timer was set.
+                    let now = coarse_monotonic();
+                    let began = if c.timer_kind == TimerKind::Header { c.deadline - state.timeout_header } else { now };
+                    if let Some(m) = state.metrics() {
+                        m.response(status, now - began);
                     }
-                    None => {
-                        // The head has been arriving since the header timer was set.
-                        let now = coarse_monotonic();
-                        let began =
-                            if c.timer_kind == TimerKind::Header { c.deadline - state.timeout_header } else { now };
+                    if state.access_log.is_some() {
                         let client = c.client.as_ref().map(|cl| cl.clone_ref(py));
-                        Some(Act::AccessLog(scope, client, status, size, now - began))
+                        acts.push(Act::AccessLog(scope, client, status, size, now - began));
                     }
-                };
-                acts.extend(line);
+                }
+                None => {}
             }
         }
         if let Some(req) = c.req.as_mut() {
@@ -124,6 +127,19 @@ impl HttpProtocol {
         c.close_after();
         c.rbuf.clear();
         acts.push(Act::Close);
+    }
+
+    /// The response to `req` is over (complete, refused, cut short or switched): its
+    /// access-log line and its count in the metrics, once.
+    pub fn record(&self, req: &mut Request, status: u16, size: u64, acts: &mut Vec<Act>) {
+        let Some(start) = req.start.take() else { return };
+        let seconds = monotonic() - start;
+        if let Some(m) = self.state.get().metrics() {
+            m.response(status, seconds);
+        }
+        if let Some(log) = req.log.take() {
+            acts.push(Act::AccessLog(Some(log), None, status, size, seconds));
+        }
     }
 
     /// The PROXY protocol header at the start of the connection: whether it is complete
@@ -239,7 +255,7 @@ impl HttpProtocol {
                     status: 0,
                     sent: 0,
                     log: state.access_log.as_ref().map(|_| request.clone_ref(py)),
-                    start: if state.access_log.is_some() { monotonic() } else { 0.0 },
+                    start: state.timed().then(monotonic),
                 });
                 c.apps.push((c.gen, None));
                 acts.push(Act::Start(request, c.gen));
@@ -435,6 +451,9 @@ impl HttpProtocol {
             None => false,
         };
         state.connections.bind(py).add(slf)?;
+        if let Some(m) = state.metrics() {
+            m.connection_opened();
+        }
         let mut acts = Vec::new();
         {
             let mut c = this.lock(py)?;
@@ -488,7 +507,11 @@ impl HttpProtocol {
             for w in c.drain_waiters.drain(..) {
                 acts.push(Act::Resolve(w, py.None()));
             }
-            dropped.push(c.transport.take());
+            let transport = c.transport.take();
+            if let (Some(m), Some(_)) = (this.st(py).metrics(), &transport) {
+                m.connection_closed();
+            }
+            dropped.push(transport);
             dropped.push(c.write.take());
             dropped.push(c.core.take().map(Py::into_any));
             dropped.push(c.on_timer.take());

@@ -35,13 +35,16 @@ const V1_MAX: usize = 107;
 pub fn parse(input: &[u8]) -> Preface {
     // A v1 header is judged whole: `ppp` takes a partial line that ends on a separator
     // ("... 56324 ") for a malformed one, and a header split there by TCP is valid.
+    // Once the line is whole, a header `ppp` still calls partial ("... 192.16...") is
+    // malformed: nothing that follows could complete it.
     let v1_prefix = input.starts_with(b"PROXY") || b"PROXY".starts_with(input);
-    if v1_prefix && !input.contains(&b'\n') && input.len() < V1_MAX {
+    let v1_whole = v1_prefix && input.contains(&b'\n');
+    if v1_prefix && !v1_whole && input.len() < V1_MAX {
         return Preface::Incomplete;
     }
     let result = HeaderResult::parse(input);
     if result.is_incomplete() {
-        return Preface::Incomplete;
+        return if v1_whole { Preface::Invalid } else { Preface::Incomplete };
     }
     match result {
         HeaderResult::V1(Ok(header)) => {

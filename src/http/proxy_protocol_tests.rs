@@ -66,6 +66,8 @@ fn v1_malformed() {
         b"PROXY TCP5 1.2.3.4 5.6.7.8 1 2\r\n",              // no such protocol
         b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\n",                // no CR
         b"proxy TCP4 1.2.3.4 5.6.7.8 1 2\r\n",              // lowercase
+        b"PROXY TCP4 192.168.0.1 192.16...\r\n",            // an address cut short, the line whole
+        b"PROXY TCP4 192.168.0.1\r\nGET / HTTP/1.1\r\n",    // the same, HTTP after it
     ] {
         assert_eq!(parse(bad), Preface::Invalid, "{:?}", String::from_utf8_lossy(bad));
     }

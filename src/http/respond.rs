@@ -9,7 +9,6 @@ use super::encode::{EncodeError, Encoder};
 use super::head::{frame_head, Framing, ResponseHead};
 use super::protocol::HttpProtocol;
 use super::response::{bodiless, push_decimal, reason};
-use crate::clock::monotonic;
 use crate::event_loop::create_future;
 use crate::transport::stream::Hold;
 use pyo3::prelude::*;
@@ -285,9 +284,8 @@ impl HttpProtocol {
             }
         }
         if let Some(e) = error {
-            if let Some(log) = req.log.take() {
-                acts.push(Act::AccessLog(Some(log), None, req.status, req.sent, monotonic() - req.start));
-            }
+            let (status, sent) = (req.status, req.sent);
+            self.record(req, status, sent, acts);
             req.writing = Writing::Done;
             req.keep_alive = false;
             c.close_after();
@@ -324,9 +322,8 @@ impl HttpProtocol {
         let dispatch = &self.state.get().dispatch;
         let Some(req) = c.req.as_mut() else { return Ok(()) };
         req.writing = Writing::Done;
-        if let Some(log) = req.log.take() {
-            acts.push(Act::AccessLog(Some(log), None, req.status, req.sent, monotonic() - req.start));
-        }
+        let (status, sent) = (req.status, req.sent);
+        self.record(req, status, sent, acts);
         for w in std::mem::take(&mut req.receive_waiters) {
             acts.push(Act::Resolve(w, dispatch.disconnect_message(py, req.upgrade)?));
         }
@@ -364,6 +361,9 @@ impl HttpProtocol {
             let mut c = this.lock(py)?;
             let Some(req) = c.current(gen) else { return Ok(()) };
             if ok {
+                if let Some(m) = this.st(py).metrics() {
+                    m.sent(req.sent);
+                }
                 this.response_complete(py, &mut c, &mut acts)?;
             } else {
                 req.writing = Writing::Done;
@@ -421,15 +421,13 @@ impl HttpProtocol {
                     }
                     // The request gets its access-log line even though its response is a 500
                     // or was cut short (not when the client left before anything was sent).
-                    if let Some(log) = req.log.take() {
-                        let (status, size) = if head_written {
-                            (req.status, req.sent)
-                        } else {
-                            (500, if req.head_method { 0 } else { reason(500).len() as u64 })
-                        };
-                        if head_written || !lost {
-                            acts.push(Act::AccessLog(Some(log), None, status, size, monotonic() - req.start));
-                        }
+                    let (status, size) = if head_written {
+                        (req.status, req.sent)
+                    } else {
+                        (500, if req.head_method { 0 } else { reason(500).len() as u64 })
+                    };
+                    if head_written || !lost {
+                        this.record(req, status, size, &mut acts);
                     }
                     req.writing = Writing::Done;
                     req.keep_alive = false;

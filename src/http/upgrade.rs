@@ -7,7 +7,6 @@
 use super::conn::{Act, Phase, TimerKind, Writing};
 use super::protocol::HttpProtocol;
 use super::respond::RespondError;
-use crate::clock::monotonic;
 use pyo3::prelude::*;
 
 /// The transport handed over.
@@ -39,8 +38,9 @@ impl HttpProtocol {
             req.status = 101;
             req.writing = Writing::Done;
             let waiters = std::mem::take(&mut req.receive_waiters);
-            if let Some(log) = req.log.take() {
-                acts.push(Act::AccessLog(Some(log), None, 101, 0, monotonic() - req.start));
+            this.record(req, 101, 0, &mut acts);
+            if let Some(m) = this.st(py).metrics() {
+                m.upgraded();
             }
             acts.push(Act::Write(head));
             c.req = None;
@@ -70,7 +70,16 @@ impl HttpProtocol {
         let py = slf.py();
         let mut acts = Vec::new();
         let dropped = {
-            let mut c = slf.get().lock(py)?;
+            let this = slf.get();
+            let mut c = this.lock(py)?;
+            if let Some(m) = this.st(py).metrics() {
+                if c.phase == Phase::Upgraded {
+                    m.upgrade_ended();
+                }
+                if c.transport.is_some() {
+                    m.connection_closed();
+                }
+            }
             c.phase = Phase::Lost;
             if c.apps.is_empty() {
                 acts.push(Act::Forget);

@@ -10,6 +10,8 @@ message is echoed in kind, except these text commands:
     "stats"      -> JSON: the number of objects the cyclic GC tracks, and of live asyncio tasks
     "close"      -> the app closes with 1000 "bye" and returns
 websocket /deny -> the app closes before accepting (the client gets 403)
+http /pid        -> 200 and this process's pid
+http /raise      -> the app raises (a 500)
 http             -> 200 "ok" (to show that plain requests share the server's limits)"""
 
 import asyncio
@@ -51,8 +53,11 @@ def create_app(probe=None):
                 if message["type"] == "lifespan.shutdown":
                     return
         if scope["type"] == "http":
+            if scope["path"] == "/raise":
+                raise RuntimeError("asked to raise")
+            body = str(os.getpid()).encode() if scope["path"] == "/pid" else b"ok"
             await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-            await send({"type": "http.response.body", "body": b"ok"})
+            await send({"type": "http.response.body", "body": body})
             return
         try:
             await websocket(scope, receive, send, probe)

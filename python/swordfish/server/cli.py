@@ -15,6 +15,10 @@ from .server import run
 from .settings import SETTINGS
 
 
+# The hidden options a supervisor gives its workers (not settings: see supervisor.py).
+WORKER_OPTIONS = ("worker_notify_fd", "worker_metrics")
+
+
 def _env(var):
     return os.environ.get(var) or None
 
@@ -69,10 +73,19 @@ def build_parser():
         serve.add_argument(s.flag, **options)
     serve.add_argument("--worker-notify-fd", dest="worker_notify_fd", type=int, default=None,
                        help=argparse.SUPPRESS)  # set by the supervisor for its workers
+    serve.add_argument("--worker-metrics", dest="worker_metrics", type=_metrics_slot, default=None,
+                       help=argparse.SUPPRESS)  # FD:SLOT, the supervisor's shared counters (metrics.py)
     if bad:
         serve.error("; ".join(bad))
     parser.serve = serve  # for errors about the options of serve
     return parser
+
+
+def _metrics_slot(text):
+    fd, sep, slot = text.partition(":")
+    if not (sep and fd.isdigit() and slot.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected FD:SLOT, not {text!r}")
+    return int(fd), int(slot)
 
 
 def version_text():
@@ -104,28 +117,35 @@ def worker_env(config):
     return env
 
 
+def config_from(parser, argv):
+    """(Config, {worker option: value}) of a `serve ...` command line; ValueError for
+    options that do not go together."""
+    options = vars(parser.parse_args(argv))
+    options.pop("command")
+    worker = {name: options.pop(name) for name in WORKER_OPTIONS}
+    return Config(options.pop("app"), **options), worker
+
+
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    options = vars(args)
-    options.pop("command")
-    notify_fd = options.pop("worker_notify_fd")
     try:
-        config = Config(options.pop("app"), **options)
-    except ValueError as exc:  # options that do not go together
+        config, worker = config_from(parser, sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:
         parser.serve.error(str(exc))
-    return start(config, notify_fd)
+    return start(config, worker["worker_notify_fd"], worker["worker_metrics"])
 
 
-def start(config, notify_fd=None):
-    """Run config as `swordfish serve` does: a supervisor and its workers for workers > 1 or
-    reload, this process otherwise; the exit code."""
+def start(config, notify_fd=None, metrics=None):
+    """Run config as `swordfish serve` does: a supervisor and its workers for workers > 1,
+    reload, --workers-max-rss or --metrics, this process otherwise; the exit code.
+    notify_fd, metrics: a worker's pipe to its supervisor and its slot of the shared
+    counters (FD, SLOT)."""
     try:
         configure_logging(config)
     except Exception as exc:  # whatever the user's file holds: a clear line, not a traceback
         print(f"swordfish: cannot configure logging from {config.log_config!r}: {exc}", file=sys.stderr)
         return 2
-    supervised = config.workers > 1 or config.reload or config.workers_max_rss is not None
+    supervised = config.workers > 1 or config.reload or config.workers_max_rss is not None or config.metrics
     try:
         fd = activated_socket()
         if fd is not None and config.fd is None:
@@ -163,4 +183,4 @@ def start(config, notify_fd=None):
             except OSError as exc:
                 print(f"swordfish: cannot write --pid-file: {exc}", file=sys.stderr)
                 return 2
-        return supervisor.run() if supervised else run(config, notify_fd)
+        return supervisor.run() if supervised else run(config, notify_fd, metrics)

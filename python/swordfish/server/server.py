@@ -127,6 +127,7 @@ class Server:
         self.on_started = None
         self.on_max_requests = None
         self.multiprocess = False  # WSGI's wsgi.multiprocess
+        self.metrics = None  # where this worker counts what it serves (--metrics)
 
     async def serve(self, sockets=None):
         """Serve until `shutdown()`; sockets: already-bound listening sockets to use. Raises
@@ -178,6 +179,7 @@ class Server:
                 server_header=b"swordfish" if config.server_header else None,
                 default_headers=config.default_headers(),
                 proxy_protocol=TrustedHosts(config.forwarded_allow_ips).__contains__ if config.proxy_protocol else None,
+                metrics=self.metrics,
             )
             try:
                 await self._listen(loop, ConnectionFactory(state), sockets, config.ssl_context())
@@ -358,9 +360,10 @@ def _heartbeat(loop, fd, interval):
     beat()
 
 
-def run(config: Config, notify_fd=None):
+def run(config: Config, notify_fd=None, metrics=None):
     """Run a server on a new loop of the configured kind until SIGINT/SIGTERM; returns
-    the exit code. notify_fd: a worker's pipe to its supervisor (see supervisor.py)."""
+    the exit code. notify_fd: a worker's pipe to its supervisor (see supervisor.py);
+    metrics: its slot of the supervisor's counters, (FD, SLOT) (see metrics.py)."""
     _native.tune_allocator()
     loop = config.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -374,6 +377,8 @@ def run(config: Config, notify_fd=None):
         server.on_max_requests = lambda: _notify(notify_fd, b"M")
         if config.timeout_worker_healthcheck is not None:
             _heartbeat(loop, notify_fd, config.timeout_worker_healthcheck / 4)
+    if metrics is not None:
+        server.metrics = _native.MetricsSlot(*metrics)
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         try:

@@ -243,6 +243,14 @@ SETTINGS = [
       doc="the supervisor binds the socket (or takes `--fd`), restarts a worker that dies, and on "
           "SIGTERM/SIGINT stops accepting at once and stops the workers gracefully (killed "
           "`--timeout-graceful-shutdown` + 2 s later; a second signal kills at once)"),
+    S("metrics", bool, False, "serve Prometheus metrics, summed over the workers, at "
+      "http://METRICS_ADDRESS:METRICS_PORT/metrics", supervisor_only=True,
+      doc="runs the supervisor even with one worker, which answers on a thread of its own (while workers "
+          "restart or hang); the metrics are listed in the section Metrics below"),
+    S("metrics_address", str, "127.0.0.1", "the address the metrics endpoint binds to", metavar="ADDRESS",
+      supervisor_only=True),
+    S("metrics_port", int, 9090, "the metrics endpoint's TCP port", least=0, most=65535, metavar="PORT",
+      supervisor_only=True),
     S("ssl_certfile", str, None, "serve HTTPS with this certificate chain (PEM; may hold the key too)",
       metavar="FILE", shown_default="off (HTTP)", doc="scope `scheme` `https`, ALPN `http/1.1`"),
     S("ssl_keyfile", str, None, "the certificate's private key (PEM)", metavar="FILE"),

@@ -32,6 +32,8 @@ and `M` once it has served `--max-requests`.
   serving worker is replaced as at `M`, so the port never stops answering. A worker that
   exits before it listens (the change broke the app) stops nothing: the workers it was to
   replace go on serving the code they loaded, and the next change tries again.
+- `--metrics`: each worker gets a slot of the shared counters (`--worker-metrics FD:SLOT`),
+  taken back when it is reaped; the endpoint (metrics.py) runs on a thread of its own.
 """
 
 import logging
@@ -45,6 +47,7 @@ import sys
 import time
 
 from .cli import worker_argv, worker_env
+from .metrics import MetricsEndpoint, WorkerCounters, render
 from .reload import FileWatch
 
 logger = logging.getLogger("swordfish.error")
@@ -119,6 +122,7 @@ class Worker:
         self.stopping = False
         self.kill_at = None
         self.last_beat = None  # when it last wrote to its pipe (set once it listens)
+        self.slot = None  # its slot of the shared counters (--metrics)
 
 
 class Supervisor:
@@ -134,6 +138,8 @@ class Supervisor:
         self.watch = None
         self.next_look = None  # when the watched files are looked at next (--reload)
         self.next_rss = None  # when the workers' memory is looked at next (--workers-max-rss)
+        self.counters = WorkerCounters() if config.metrics else None
+        self.endpoint = None
         if config.reload:
             dirs = config.reload_dirs or [config.app_dir or "."]
             self.watch = FileWatch(dirs, config.reload_includes, config.reload_excludes)
@@ -149,6 +155,15 @@ class Supervisor:
             logger.error("%s", exc)
             return 1
         self.sock.set_inheritable(True)
+        if self.counters is not None:
+            try:
+                self.endpoint = MetricsEndpoint(config.metrics_address, config.metrics_port, self._metrics_text)
+            except OSError as exc:
+                logger.error("metrics: cannot listen on %s:%d: %s", config.metrics_address, config.metrics_port, exc)
+                self.sock.close()
+                self.counters.close()
+                return 1
+            self.endpoint.start()
         name = self.sock.getsockname()
         where = f"unix:{name}" if isinstance(name, str) else f"{name[0]}:{name[1]}"
         logger.info("swordfish supervisor (pid %d): %d workers on %s", os.getpid(), config.workers, where)
@@ -181,6 +196,10 @@ class Supervisor:
             os.close(wake_r)
             os.close(wake_w)
             self.sock.close()
+            if self.endpoint is not None:
+                self.endpoint.stop()
+            if self.counters is not None:
+                self.counters.close()
             if config.uds and config.fd is None:
                 try:
                     os.unlink(config.uds)
@@ -245,19 +264,37 @@ class Supervisor:
                                w.pid, rss, limit)
                 self._spawn(predecessor=w)
 
+    def _metrics_text(self):
+        """The endpoint's answer (on its thread: it reads the list of workers, never changes it)."""
+        serving = sum(1 for w in list(self.workers) if w.ready and not w.stopping)
+        restarts = max(0, self.counters.started - self.config.workers)
+        return render(self.counters.totals(), serving, restarts)
+
     def _spawn(self, predecessor=None):
         rfd, wfd = os.pipe()
         cmd = [sys.executable, "-m", "swordfish", *self.argv,
                "--fd", str(self.sock.fileno()), "--workers", "1", "--worker-notify-fd", str(wfd)]
+        fds = [self.sock.fileno(), wfd]
+        slot = None
+        if self.counters is not None:
+            slot = self.counters.allocate()
+            cmd += ["--worker-metrics", f"{self.counters.fd}:{slot}"]
+            fds.append(self.counters.fd)
         # argv says it all, but for the secrets (worker_env), which stay out of the process list.
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
         env.update(worker_env(self.config))
         try:
-            proc = subprocess.Popen(cmd, env=env, pass_fds=(self.sock.fileno(), wfd), preexec_fn=self.preexec)
+            proc = subprocess.Popen(cmd, env=env, pass_fds=fds, preexec_fn=self.preexec)
+        except BaseException:
+            if slot is not None:
+                self.counters.release(slot)
+            os.close(rfd)
+            raise
         finally:
             os.close(wfd)
         os.set_blocking(rfd, False)  # a grandchild may hold the write end after the worker exits
         w = Worker(proc, rfd, predecessor)
+        w.slot = slot
         self.workers.append(w)
         self.sel.register(rfd, selectors.EVENT_READ, w)
         logger.info("started worker %d%s", w.pid, f" to replace {predecessor.pid}" if predecessor else "")
@@ -349,6 +386,8 @@ class Supervisor:
                 pass
             self.workers.remove(w)
             self._forget_pipe(w)
+            if w.slot is not None:
+                self.counters.release(w.slot)
             if self.stopping or w.stopping:
                 continue
             if not w.ready and self.watch is not None:
