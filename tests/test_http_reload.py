@@ -90,7 +90,7 @@ def test_reload_options_stay_with_the_supervisor():
     assert args["reload"] and args["reload_dirs"] == ["src", "lib"] and args["reload_delay"] == 0.5
     with pytest.raises(ValueError, match="reload_delay must be more than 0"):
         Config("m:app", reload=True, reload_delay=0)
-    with pytest.raises(ValueError, match="reload need the app as 'module:attribute'"):
+    with pytest.raises(ValueError, match="need the app as 'module:attribute'"):
         worker_argv(Config(lambda: None, reload=True))
 
 

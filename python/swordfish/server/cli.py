@@ -98,7 +98,8 @@ def worker_argv(config):
     the supervisor's workers run (with SWORDFISH_* variables removed from their environment).
     Secret settings go in worker_env instead; supervisor-only ones (--reload...) nowhere."""
     if not isinstance(config.app, str):
-        raise ValueError("workers > 1 and reload need the app as 'module:attribute' (each worker imports it)")
+        raise ValueError("workers > 1, reload, workers_max_rss and metrics run a supervisor, whose workers "
+                         "need the app as 'module:attribute' (each worker imports it)")
     argv = ["serve", config.app]
     for s in SETTINGS:
         if not (s.secret or s.supervisor_only):
