@@ -5,10 +5,12 @@
 use super::dispatch::{self, Dispatch};
 use super::parse::Limits;
 use super::response::push_header;
+use super::static_files::StaticFiles;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PySet;
 use pyo3::{PyTraverseError, PyVisit};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -27,6 +29,8 @@ pub struct HttpServerState {
     /// `--proxy-protocol`: `trusted(host)` says whether a peer may send a PROXY header;
     /// None: connections start with HTTP.
     pub proxy_protocol: Option<Py<PyAny>>,
+    /// `--static-path-dir`: the static files answered before the interface sees a request.
+    pub static_files: Option<StaticFiles>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
     pub connections: Py<PySet>,
     pub limits: Limits,
@@ -49,7 +53,7 @@ impl HttpServerState {
     #[new]
     #[pyo3(signature = (interface, loop_, *, logger, access_log, limit_request_line, limit_header_size,
         limit_request_field_size, limit_header_count, limit_body_size, limit_concurrency, timeout_header_read, timeout_keep_alive,
-        date_header, server_header, default_headers, proxy_protocol=None))]
+        date_header, server_header, default_headers, proxy_protocol=None, static_files=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -69,6 +73,7 @@ impl HttpServerState {
         mut server_header: Option<Vec<u8>>,
         default_headers: Vec<(Vec<u8>, Vec<u8>)>,
         proxy_protocol: Option<Py<PyAny>>,
+        static_files: Option<(String, PathBuf, Option<u64>, Py<PyAny>)>,
     ) -> PyResult<Self> {
         let dispatch = dispatch::recognise(interface)
             .ok_or_else(|| PyTypeError::new_err("interface must be one of swordfish's native interfaces"))?;
@@ -96,8 +101,15 @@ impl HttpServerState {
                 return Err(PyValueError::new_err("invalid server header"));
             }
         }
+        let static_files = match static_files {
+            Some((route, dir, expires, sender)) => {
+                Some(StaticFiles::new(&route, &dir, expires, sender).map_err(PyValueError::new_err)?)
+            }
+            None => None,
+        };
         Ok(HttpServerState {
             dispatch,
+            static_files,
             interface: interface.clone().unbind(),
             lp: loop_,
             logger,
@@ -158,6 +170,9 @@ impl HttpServerState {
         visit.call(&self.logger)?;
         visit.call(&self.access_log)?;
         visit.call(&self.proxy_protocol)?;
+        if let Some(files) = &self.static_files {
+            visit.call(&files.sender)?;
+        }
         visit.call(&self.connections)?;
         self.dispatch.traverse(&visit)
     }
