@@ -18,6 +18,28 @@ impl HttpProtocol {
     pub fn run_acts(slf: &Bound<'_, Self>, mut acts: Vec<Act>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
+        loop {
+            Self::run_once(slf, acts)?;
+            if this.state.get().static_files.is_none() {
+                return Ok(());
+            }
+            // Static answers stopped after a burst: those are written now, and unless the
+            // transport paused the protocol (`resume_writing` goes on then), the requests
+            // after them are answered.
+            let mut c = this.lock(py)?;
+            c.static_burst = 0;
+            if !c.static_held || c.writing_paused || c.closing() {
+                return Ok(());
+            }
+            c.static_held = false;
+            acts = Vec::new();
+            this.advance(py, &mut c, &mut acts)?;
+        }
+    }
+
+    fn run_once(slf: &Bound<'_, Self>, mut acts: Vec<Act>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
         let state = this.state.get();
         if let Some(i) = acts.iter().position(|a| matches!(a, Act::Start(..))) {
             let start = acts.remove(i);
@@ -85,6 +107,13 @@ impl HttpProtocol {
                     Act::AccessLog(scope, client, status, size, secs) => {
                         if let Some(log) = &state.access_log {
                             log.call1(py, (scope, status, size, secs, client))?;
+                        }
+                    }
+                    Act::SendFile { file, offset, len, gen } => {
+                        if let Err(e) = Self::send_static_file(slf, file, offset, len, gen) {
+                            // The head is out: the response cannot be completed.
+                            Self::file_sent(slf, gen, false)?;
+                            return Err(e);
                         }
                     }
                 }

@@ -7,10 +7,12 @@ use super::parse::Limits;
 use super::response::push_header;
 use crate::metrics::counters::Counters;
 use crate::metrics::slot::MetricsSlot;
+use super::static_files::StaticFiles;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PySet;
 use pyo3::{PyTraverseError, PyVisit};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -31,6 +33,8 @@ pub struct HttpServerState {
     pub proxy_protocol: Option<Py<PyAny>>,
     /// `--metrics`: this worker's counters.
     pub metrics: Option<Py<MetricsSlot>>,
+    /// `--static-path-dir`: the static files answered before the interface sees a request.
+    pub static_files: Option<StaticFiles>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
     pub connections: Py<PySet>,
     pub limits: Limits,
@@ -53,7 +57,8 @@ impl HttpServerState {
     #[new]
     #[pyo3(signature = (interface, loop_, *, logger, access_log, limit_request_line, limit_header_size,
         limit_request_field_size, limit_header_count, limit_body_size, limit_concurrency, timeout_header_read, timeout_keep_alive,
-        date_header, server_header, default_headers, proxy_protocol=None, metrics=None))]
+        date_header, server_header, default_headers, proxy_protocol=None, metrics=None, static_files=None))]
+
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -74,6 +79,7 @@ impl HttpServerState {
         default_headers: Vec<(Vec<u8>, Vec<u8>)>,
         proxy_protocol: Option<Py<PyAny>>,
         metrics: Option<Py<MetricsSlot>>,
+        static_files: Option<(String, PathBuf, Option<u64>, Py<PyAny>)>,
     ) -> PyResult<Self> {
         let dispatch = dispatch::recognise(interface)
             .ok_or_else(|| PyTypeError::new_err("interface must be one of swordfish's native interfaces"))?;
@@ -101,8 +107,15 @@ impl HttpServerState {
                 return Err(PyValueError::new_err("invalid server header"));
             }
         }
+        let static_files = match static_files {
+            Some((route, dir, expires, sender)) => {
+                Some(StaticFiles::new(&route, &dir, expires, sender).map_err(PyValueError::new_err)?)
+            }
+            None => None,
+        };
         Ok(HttpServerState {
             dispatch,
+            static_files,
             interface: interface.clone().unbind(),
             lp: loop_,
             logger,
@@ -165,6 +178,9 @@ impl HttpServerState {
         visit.call(&self.access_log)?;
         visit.call(&self.proxy_protocol)?;
         visit.call(&self.metrics)?;
+        if let Some(files) = &self.static_files {
+            visit.call(&files.sender)?;
+        }
         visit.call(&self.connections)?;
         self.dispatch.traverse(&visit)
     }

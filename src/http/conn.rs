@@ -159,6 +159,11 @@ pub struct Conn {
     pub apps: Vec<(u64, Option<Py<PyAny>>)>,
     /// The protocol the connection switched to (it has `shutdown()` and `abort()`).
     pub upgraded: Option<Py<PyAny>>,
+    /// A static file's request waits in the read buffer until the answers before it are
+    /// written (see `static_files::serve`).
+    pub static_held: bool,
+    /// Bytes of static answers queued since the acts last ran.
+    pub static_burst: usize,
 }
 
 impl Conn {
@@ -210,4 +215,11 @@ pub enum Act {
     /// (request, or None for input refused before it made one; client; status; body size;
     /// seconds)
     AccessLog(Option<Py<PyAny>>, Option<Py<PyAny>>, u16, u64, f64),
+    /// Send `len` bytes of a static file from `offset` as the body of request `gen`.
+    SendFile {
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+        gen: u64,
+    },
 }

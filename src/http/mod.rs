@@ -4,8 +4,8 @@
 //! request body API (`body`) and response API (`respond`), switching protocols (`upgrade`) and the work it runs outside
 //! its lock (`acts`), and the seam to the interface that serves the requests (`dispatch`,
 //! with the request target as interfaces present it: `target`). Around it: the PROXY
-//! protocol header (`proxy_protocol`) and which connections go first when descriptors
-//! run out (`shed`).
+//! protocol header (`proxy_protocol`), static files answered before any interface
+//! (`static_files`) and which connections go first when descriptors run out (`shed`).
 
 pub mod acts;
 pub mod body;
@@ -20,6 +20,7 @@ pub mod proxy_protocol;
 pub mod respond;
 pub mod response;
 pub mod shed;
+pub mod static_files;
 pub mod target;
 pub mod upgrade;
 

@@ -12,7 +12,9 @@ use super::conn::{Act, BodyState, Conn, Expect, Phase, Reading, Request, TimerKi
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Reject};
 use super::proxy_protocol::{self, Origin, Preface};
 use super::response::reason;
+use super::static_files::serve::Static;
 use crate::clock::{coarse_monotonic, coarse_resolution, monotonic};
+use crate::event_loop::create_future;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::StreamCore;
 use pyo3::prelude::*;
@@ -211,12 +213,19 @@ impl HttpProtocol {
                     acts.push(Act::Close);
                     return Ok(());
                 }
+                let head_method = &c.rbuf[head.method.clone()] == b"HEAD";
+                if let Some(files) = &state.static_files {
+                    match self.serve_static(py, c, files, &head, head_method, acts)? {
+                        Static::Not => {}
+                        Static::Answered(true) => continue,
+                        Static::Answered(false) | Static::Held => return Ok(()),
+                    }
+                }
                 // The previous request here may still be running after its response is
                 // complete: the next one (pipelined or not) takes its place rather than
                 // adding one. Older ones still running count.
                 let previous = usize::from(c.apps.iter().any(|(g, _)| *g == c.gen));
                 let running = state.active_requests.load(Ordering::Relaxed).saturating_sub(previous);
-                let head_method = &c.rbuf[head.method.clone()] == b"HEAD";
                 let served = match state.dispatch.request(py, c, &head) {
                     Ok(r) => r,
                     Err(r) => {
@@ -399,6 +408,8 @@ impl HttpProtocol {
                 on_timer: None,
                 apps: Vec::new(),
                 upgraded: None,
+                static_held: false,
+                static_burst: 0,
             }),
         }
     }
@@ -540,8 +551,26 @@ impl HttpProtocol {
             for w in c.drain_waiters.drain(..) {
                 acts.push(Act::Resolve(w, py.None()));
             }
+            if c.static_held {
+                // The client read the answers it asked for: on with its next requests.
+                c.static_held = false;
+                c.static_burst = 0;
+                slf.get().advance(py, &mut c, &mut acts)?;
+            }
         }
         Self::run_acts(slf, acts)
+    }
+
+    /// A future that resolves once writing may go on, or None if it may now (for a file
+    /// body written piece by piece where the loop has no `sendfile`).
+    fn _drain(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let mut c = self.lock(py)?;
+        if !c.writing_paused || c.lost() {
+            return Ok(None);
+        }
+        let fut = create_future(self.state.get().lp.bind(py))?.unbind();
+        c.drain_waiters.push(fut.clone_ref(py));
+        Ok(Some(fut))
     }
 
     fn _on_timer(slf: &Bound<'_, Self>) -> PyResult<()> {

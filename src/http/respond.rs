@@ -299,7 +299,7 @@ impl HttpProtocol {
     }
 
     /// Write the head's framing and end; the encoder for its body.
-    fn close_head(
+    pub(in crate::http) fn close_head(
         &self,
         req: &mut super::conn::Request,
         head: ResponseHead,
@@ -319,8 +319,17 @@ impl HttpProtocol {
 
     /// The last byte of the response is queued: log it, then go on with the connection.
     fn response_complete(&self, py: Python<'_>, c: &mut Conn, acts: &mut Vec<Act>) -> PyResult<()> {
+        if self.end_response(py, c, acts)? {
+            self.advance(py, c, acts)?;
+        }
+        Ok(())
+    }
+
+    /// The last byte of the response is queued: log it, and ready the connection for what
+    /// follows. Whether it reads on (the caller then calls `advance`).
+    pub(in crate::http) fn end_response(&self, py: Python<'_>, c: &mut Conn, acts: &mut Vec<Act>) -> PyResult<bool> {
         let dispatch = &self.state.get().dispatch;
-        let Some(req) = c.req.as_mut() else { return Ok(()) };
+        let Some(req) = c.req.as_mut() else { return Ok(false) };
         req.writing = Writing::Done;
         let (status, sent) = (req.status, req.sent);
         self.record(req, status, sent, acts);
@@ -329,16 +338,17 @@ impl HttpProtocol {
         }
         if req.reading.is_read() {
             self.finish_request(c, acts);
-            self.advance(py, c, acts)?;
+            Ok(true)
         } else if req.expect == Expect::Waiting {
             // The client waits for 100 before sending the body: the connection cannot be reused.
             req.keep_alive = false;
             c.close_after();
             acts.push(Act::Close);
+            Ok(false)
         } else {
             // The rest of the body is read and dropped: reading may have paused on it. It has
             // the keep-alive timeout to arrive, or a client could hold the connection forever.
-            if let Reading::Body(body) = std::mem::replace(&mut req.reading, Reading::Done) {
+            if let Reading::Body(body) | Reading::Discard(body) = std::mem::replace(&mut req.reading, Reading::Done) {
                 req.reading = Reading::Discard(body);
             }
             req.body_buf = Vec::new();
@@ -347,9 +357,8 @@ impl HttpProtocol {
                 acts.push(Act::ResumeReading);
             }
             self.set_timer(c, TimerKind::KeepAlive, self.state.get().timeout_keep_alive, acts);
-            self.advance(py, c, acts)?;
+            Ok(true)
         }
-        Ok(())
     }
 
     /// The file sent as the body of request `gen` is out (`ok`) or failed.

@@ -144,7 +144,7 @@ pub fn http_date() -> [u8; 29] {
     cache.value
 }
 
-fn format_date(secs: u64) -> [u8; 29] {
+pub(crate) fn format_date(secs: u64) -> [u8; 29] {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let days = secs / 86400;

@@ -24,6 +24,8 @@ class _ConfigMethods:
             if why:
                 raise ValueError(f"{s.name} {why}")
             setattr(self, s.name, value)
+        if self.static_path_dir is not None and not os.path.isdir(self.static_path_dir):
+            raise ValueError(f"static_path_dir {self.static_path_dir!r} is not a directory")
         if self.ssl_certfile is None:
             for name in ("ssl_keyfile", "ssl_keyfile_password", "ssl_ca_certs", "ssl_ciphers"):
                 if getattr(self, name) is not None:

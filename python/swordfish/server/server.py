@@ -22,6 +22,7 @@ logger = logging.getLogger("swordfish.error")
 
 _DRAIN_ITERATIONS = 8  # loop iterations between closing the listeners and closing idle connections
 _CANCELLED_APP_GRACE = 1.0  # seconds the apps cancelled at the graceful timeout get to clean up
+_WRITE_PIECE = 256 * 1024  # bytes of a file read and written at a time where the loop has no sendfile
 
 
 async def _send_file(transport, file, offset, size):
@@ -51,20 +52,49 @@ async def _pathsend(protocol, transport, path, gen, size):
         protocol._pathsend_done(gen, ok)
 
 
-async def _wsgi_sendfile(protocol, transport, file, offset, size, gen, done):
-    """A WSGI app's `wsgi.file_wrapper` file as the body; `done(ok)` lets its thread close
-    the file. The app's thread is not there to take an error: it is logged."""
+async def _write_file(protocol, transport, file, offset, size):
+    """`_send_file` for a loop without `sendfile` (uvloop): the file read and written in
+    pieces, each once the transport has taken the one before (flow control)."""
+    file.seek(offset)
+    left = size
+    while left:
+        if transport is None or transport.is_closing():
+            raise _native.ClientDisconnected("the client disconnected")
+        data = file.read(min(left, _WRITE_PIECE))
+        if not data:
+            raise RuntimeError(f"the file shrank while it was sent: {size - left} of {size} bytes")
+        transport.write(data)
+        left -= len(data)
+        drained = protocol._drain()
+        if drained is not None:
+            await drained
+
+
+async def _file_body(protocol, transport, file, offset, size, gen, done=None):
+    """A file as the body of request `gen`: a WSGI app's `wsgi.file_wrapper` file (`done(ok)`
+    lets its thread close the file) or a static file (no `done`: the file is closed here).
+    Nobody is there to take an error: it is logged."""
     ok = False
     try:
-        await _send_file(transport, file, offset, size)
+        if _has_sendfile(asyncio.get_running_loop()):
+            await _send_file(transport, file, offset, size)
+        else:
+            await _write_file(protocol, transport, file, offset, size)
         ok = True
     except _native.ClientDisconnected:
         pass
     except Exception:
-        logger.exception("sending a WSGI file_wrapper body failed")
+        logger.exception("sending a file body failed")
     finally:
         protocol._pathsend_done(gen, ok)
-        done(ok)
+        if done is None:
+            file.close()
+        else:
+            done(ok)
+
+
+def _has_sendfile(loop):
+    return type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile
 
 
 def _eager_task(loop):
@@ -156,7 +186,7 @@ class Server:
         interface = None
         try:
             if wsgi:
-                sendfile = _wsgi_sendfile if type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile else None
+                sendfile = _file_body if _has_sendfile(loop) else None
                 interface = _native.WsgiApp(app, loop, environ=environ_template(config, self.multiprocess), threads=config.threads,
                                             logger=logger, sendfile=sendfile)
             else:
@@ -180,6 +210,8 @@ class Server:
                 default_headers=config.default_headers(),
                 proxy_protocol=TrustedHosts(config.forwarded_allow_ips).__contains__ if config.proxy_protocol else None,
                 metrics=self.metrics,
+                static_files=(None if config.static_path_dir is None else
+                              (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
             )
             try:
                 await self._listen(loop, ConnectionFactory(state), sockets, config.ssl_context())
@@ -211,7 +243,7 @@ class Server:
             app,
             loop,
             pathsend=_pathsend,
-            pathsend_supported=type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile,
+            pathsend_supported=_has_sendfile(loop),
             root_path=config.root_path,
             lifespan_state=lifespan.state if lifespan.supported else None,
             eager_task=_eager_task(loop),

@@ -159,6 +159,12 @@ def _access_format(value):
     return None if value is None else check_format(value)
 
 
+def _route(value):
+    if not value.startswith("/"):
+        raise ValueError(f"invalid static path route {value!r}: it must begin with '/'")
+    return value.rstrip("/") or "/"
+
+
 S = Setting
 # In Config's field order (after `app`), which is also that of --help and the options table.
 SETTINGS = [
@@ -218,6 +224,17 @@ SETTINGS = [
     S("headers", list, [], "a default response header 'name: value'", flag="--header", metavar="HEADER",
       item_texts=_header_texts,
       doc="one named `server` replaces the built-in one; a header the app sets replaces a default"),
+    S("static_path_dir", str, None, "serve the files of this directory under --static-path-route, before the app",
+      metavar="DIR", shown_default="off",
+      doc="GET and HEAD with conditional requests and single ranges, a large file with `sendfile`; the app "
+          "never sees these requests, whatever the answer (404 for anything that is not a regular file inside "
+          "the directory): see [Static files](#static-files)"),
+    S("static_path_route", str, "/static", "the path the --static-path-dir files are served under", metavar="PATH",
+      normalise=_route, doc="matched against the path as the client sent it (before percent-decoding, without "
+                            "--root-path); the route alone, or any path below it"),
+    S("static_path_expires", int, 86400, "the static files' `Cache-Control: max-age`, in seconds (none: no "
+      "Cache-Control)", least=0, none_as="none", metavar="SECONDS",
+      doc="granian's default; a `--header` named cache-control applies when none"),
     S("proxy_headers", bool, False,
       "take client address and scheme from X-Forwarded-For/X-Forwarded-Proto (trusted peers only)"),
     S("forwarded_allow_ips", str, "127.0.0.1",

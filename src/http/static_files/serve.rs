@@ -1,0 +1,146 @@
+//! The connection's side of a static file: the request is taken off the read buffer as any
+//! other (its body read and dropped, keep-alive, the access log), the answer's head and body
+//! are written, and a large file goes to the loop's `sendfile` through the response's file
+//! path (`Writing::File` until `file_sent`). Answers to pipelined requests stop while the
+//! client does not read them, so that they do not pile up in memory.
+
+use super::super::conn::{Act, BodyState, Conn, Expect, Reading, Request, TimerKind, Writing};
+use super::super::encode::Encoder;
+use super::super::parse::{ChunkedDecoder, Framing, Head};
+use super::super::protocol::{HttpProtocol, READ_HIGH_WATER};
+use super::super::target::split_target;
+use super::{Body, Conditions, StaticFiles};
+use crate::clock::monotonic;
+use crate::transport::stream::Hold;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use std::fs::File;
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::sync::atomic::Ordering;
+
+/// Bytes of static answers queued in one go: then the transport writes them, and says
+/// (pausing the protocol) whether the client keeps up, before more are answered.
+const BURST: usize = 256 * 1024;
+
+/// What became of a request head, for `advance`.
+pub enum Static {
+    /// Not a static file's: the interface serves it.
+    Not,
+    /// Answered, and the connection goes on (`advance` reads on) or not.
+    Answered(bool),
+    /// Left in the read buffer until the client has read the answers before it.
+    Held,
+}
+
+impl HttpProtocol {
+    /// Answer `head` if its path is under the static route.
+    pub(in crate::http) fn serve_static(
+        &self,
+        py: Python<'_>,
+        c: &mut Conn,
+        files: &StaticFiles,
+        head: &Head,
+        head_method: bool,
+        acts: &mut Vec<Act>,
+    ) -> PyResult<Static> {
+        let state = self.state.get();
+        let method = &c.rbuf[head.method.clone()];
+        let Ok((path, _query)) = split_target(&c.rbuf[head.target.clone()], method) else {
+            return Ok(Static::Not);
+        };
+        let Some(rest) = files.under_route(path) else { return Ok(Static::Not) };
+        if c.writing_paused || c.static_burst >= BURST {
+            c.static_held = true;
+            if c.rbuf.len() >= READ_HIGH_WATER && !c.reading_paused {
+                c.reading_paused = true;
+                acts.push(Act::PauseReading);
+            }
+            return Ok(Static::Held);
+        }
+        let fields = head.headers.iter().map(|(n, v)| (&c.rbuf[n.clone()], &c.rbuf[v.clone()]));
+        let answer = files.answer(&state.head_rules(), method, rest, &Conditions::from_fields(fields));
+        // The access log formats the request as the interface presents it; one the
+        // interface would refuse (a WebSocket handshake it turns down) is still logged, as
+        // input that made no request is.
+        let log = state
+            .access_log
+            .as_ref()
+            .map(|_| state.dispatch.request(py, c, head).map_or_else(|_| py.None(), |s| s.request));
+        let reading = match head.framing {
+            Framing::Length(0) => Reading::Done,
+            Framing::Length(n) => Reading::Discard(BodyState::Length(n)),
+            Framing::Chunked => Reading::Discard(BodyState::Chunked(ChunkedDecoder::new(state.limits.body_size))),
+        };
+        c.rbuf.drain(..head.len);
+        c.timer_kind = TimerKind::None;
+        c.gen += 1;
+        state.total_requests.fetch_add(1, Ordering::Relaxed);
+        let expect = if head.expect_continue && !reading.is_read() { Expect::Waiting } else { Expect::None };
+        let gen = c.gen;
+        let req = c.req.insert(Request {
+            gen,
+            minor: head.minor,
+            head_method,
+            keep_alive: head.keep_alive && !c.shutdown && !answer.head.close,
+            reading,
+            body_buf: Vec::new(),
+            expect,
+            receive_waiters: Vec::new(),
+            writing: Writing::Init,
+            upgrade: false,
+            status: answer.head.status,
+            sent: 0,
+            start: state.timed().then(monotonic),
+            log,
+        });
+        let mut out = Vec::new();
+        let encoder = self.close_head(req, answer.head, None, &mut out);
+        c.static_burst += out.len();
+        match (encoder, answer.body) {
+            (Encoder::Length(n), Body::File { file, offset, len }) if n == len => {
+                req.sent = len;
+                req.writing = Writing::File;
+                acts.push(Act::Write(out));
+                acts.push(Act::SendFile { file, offset, len, gen });
+                // On to the request's body, read and dropped while the file goes out.
+                Ok(Static::Answered(true))
+            }
+            (encoder, body) => {
+                if let (Encoder::Length(n), Body::Bytes(data)) = (encoder, body) {
+                    if n == data.len() as u64 {
+                        out.extend_from_slice(&data);
+                        req.sent = n;
+                        c.static_burst += data.len();
+                    }
+                }
+                // Complete: small answers of one loop iteration leave in one write.
+                acts.push(Act::WriteLater(out, Hold::IfSmall));
+                Ok(Static::Answered(self.end_response(py, c, acts)?))
+            }
+        }
+    }
+
+    /// Hand `len` bytes of `file` from `offset` to the server's sender, as the body of
+    /// request `gen`; it calls `_pathsend_done` when they are out (or failed).
+    pub(in crate::http) fn send_static_file(
+        slf: &Bound<'_, Self>,
+        file: File,
+        offset: u64,
+        len: u64,
+        gen: u64,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let state = this.state.get();
+        let files = state.static_files.as_ref().ok_or_else(|| PyRuntimeError::new_err("no static files"))?;
+        let transport = this.lock(py)?.transport.as_ref().map_or_else(|| py.None(), |t| t.clone_ref(py));
+        let open = py.import(intern!(py, "builtins"))?.getattr(intern!(py, "open"))?;
+        let fobj = open.call1((file.as_raw_fd(), intern!(py, "rb")))?;
+        // The file object owns the descriptor from here on, and closes it.
+        let _ = file.into_raw_fd();
+        let coro = files.sender.call1(py, (slf, transport, fobj, offset, len, gen, py.None()))?;
+        state.lp.call_method1(py, intern!(py, "create_task"), (coro,))?;
+        Ok(())
+    }
+}
