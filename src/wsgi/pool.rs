@@ -11,7 +11,9 @@
 //! requests wait in it. A thread that has served long requests back to back for `TURN`
 //! while other threads also serve hands the GIL over between two requests, so a thread
 //! back from a database call (or the loop, with responses to send) does not wait for the
-//! interpreter's 5 ms switch interval behind it.
+//! interpreter's 5 ms switch interval behind it. The thread woken is the one that went
+//! idle last: its stack and the app's objects it touched are still in the caches, and the
+//! threads a burst started sleep on untouched.
 
 use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
 use super::environ::KeyCache;
@@ -26,7 +28,7 @@ use pyo3::types::PyDict;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 /// Body bytes collected on the loop before the app gets a request whose body is not
@@ -71,17 +73,16 @@ pub struct Pool {
     /// A `StallCheck` is scheduled.
     check_armed: AtomicBool,
     state: Mutex<PoolState>,
-    work: Condvar,
+    /// Signalled when a thread ends (for `stop`).
+    ended: Condvar,
 }
 
 #[derive(Default)]
 struct PoolState {
     /// Requests submitted, oldest first.
     jobs: VecDeque<Arc<Exchange>>,
-    /// Threads waiting for work, not woken.
-    idle: usize,
-    /// Threads woken for work that have not taken it yet.
-    woken: usize,
+    /// Threads waiting for work, not woken, the last to go idle on top.
+    idle: Vec<Thread>,
     /// Threads serving a request.
     serving: usize,
     /// Threads started and not ended.
@@ -117,6 +118,17 @@ impl PoolState {
         self.serving += 1;
         Some(job)
     }
+
+    fn is_idle(&self, me: &Thread) -> bool {
+        self.idle.iter().any(|t| t.id() == me.id())
+    }
+
+    /// `me` is no longer waiting (it found work without being woken).
+    fn leave_idle(&mut self, me: &Thread) {
+        if let Some(i) = self.idle.iter().rposition(|t| t.id() == me.id()) {
+            self.idle.remove(i);
+        }
+    }
 }
 
 impl Pool {
@@ -126,7 +138,7 @@ impl Pool {
             threads: threads.max(1),
             check_armed: AtomicBool::new(false),
             state: Mutex::new(PoolState::default()),
-            work: Condvar::new(),
+            ended: Condvar::new(),
         }
     }
 
@@ -196,15 +208,13 @@ impl Pool {
     fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>) {
         // Threads woken, between two requests or just started: each takes the next request
         // itself, and looks again at what is left behind it.
-        let on_the_way = st.running.saturating_sub(st.idle + st.serving);
+        let on_the_way = st.running.saturating_sub(st.idle.len() + st.serving);
         if st.jobs.is_empty() || on_the_way > 0 || st.serving > 0 && st.cpu_busy() {
             return;
         }
-        if st.idle > 0 {
-            st.idle -= 1;
-            st.woken += 1;
+        if let Some(thread) = st.idle.pop() {
             drop(st);
-            self.work.notify_one();
+            thread.unpark();
             return;
         }
         if st.running >= self.threads {
@@ -261,37 +271,32 @@ impl Pool {
         let mut st = self.lock();
         st.running -= 1;
         drop(st);
-        self.work.notify_all();
+        self.ended.notify_all();
     }
 
+    /// Wait, idle, until there is a request to take (None: the pool stops). A thread woken
+    /// (taken off `idle`) for a request another thread took goes back on top of `idle`;
+    /// a spurious wake finds itself still there.
     fn wait_job(&self) -> Option<Arc<Exchange>> {
+        let me = std::thread::current();
         let mut st = self.lock();
-        st.idle += 1;
-        let job = loop {
+        loop {
             if let Some(job) = st.take() {
-                break Some(job);
+                st.leave_idle(&me);
+                return Some(job);
             }
             if st.stopping {
-                break None;
+                st.leave_idle(&me);
+                return None;
             }
-            st = match self.work.wait(st) {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            // Woken with nothing to take (another thread took it): the woken thread, whichever
-            // it was, waits as an idle one again, or more_hands would keep counting on it.
-            if st.woken > 0 && st.jobs.is_empty() {
-                st.woken -= 1;
-                st.idle += 1;
+            if !st.is_idle(&me) {
+                st.idle.push(me.clone());
             }
-        };
-        // Whichever thread was woken, one fewer is waiting: count it off the woken first.
-        if st.woken > 0 {
-            st.woken -= 1;
-        } else {
-            st.idle -= 1;
+            drop(st);
+            // An unpark that came before this park is not lost: park returns at once.
+            std::thread::park();
+            st = self.lock();
         }
-        job
     }
 
     /// Stop the threads: queued requests are dropped, running ones finish. Waits up to
@@ -302,9 +307,11 @@ impl Pool {
             let mut st = self.lock();
             st.stopping = true;
             st.jobs.clear();
+            for thread in std::mem::take(&mut st.idle) {
+                thread.unpark();
+            }
             std::mem::take(&mut st.handles)
         };
-        self.work.notify_all();
         let deadline = Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
         py.detach(|| {
             let mut st = self.lock();
@@ -313,7 +320,7 @@ impl Pool {
                 if left.is_zero() {
                     break;
                 }
-                st = match self.work.wait_timeout(st, left) {
+                st = match self.ended.wait_timeout(st, left) {
                     Ok((g, _)) => g,
                     Err(poisoned) => poisoned.into_inner().0,
                 };
