@@ -163,7 +163,8 @@ ENV_TEXTS = {
     **{name: (args[1], value) for name, (args, value) in EXAMPLES.items() if len(args) == 2},
     "factory": ("yes", True), "access_log": ("0", False), "server_header": ("off", False),
     "date_header": ("false", False), "proxy_headers": (" TRUE ", True), "reload": ("1", True),
-    "ws_per_message_deflate": ("no", False), "proxy_protocol": ("off", False), "metrics": ("on", True),  # on would refuse the TLS examples
+    "ws_per_message_deflate": ("no", False), "metrics": ("on", True),
+    "proxy_protocol": ("off", False),  # on would refuse the TLS examples
     "headers": ("x-a: 1;;x-b: 2;", ["x-a: 1", "x-b: 2"]), "reload_dirs": ("a;b", ["a", "b"]),
 }
 

@@ -109,6 +109,15 @@ impl HttpProtocol {
                             log.call1(py, (scope, status, size, secs, client))?;
                         }
                     }
+                    Act::WriteFile { file, offset, len } => {
+                        if let Some(m) = state.metrics() {
+                            m.sent(len);
+                        }
+                        let core = this.lock(py)?.core.as_ref().map(|c| c.clone_ref(py));
+                        if let Some(core) = core {
+                            core.get().write_file(py, file, offset, len)?;
+                        }
+                    }
                     Act::SendFile { file, offset, len, gen } => {
                         if let Err(e) = Self::send_static_file(slf, file, offset, len, gen) {
                             // The head is out: the response cannot be completed.

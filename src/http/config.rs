@@ -5,9 +5,9 @@
 use super::dispatch::{self, Dispatch};
 use super::parse::Limits;
 use super::response::push_header;
+use super::static_files::StaticFiles;
 use crate::metrics::counters::Counters;
 use crate::metrics::slot::MetricsSlot;
-use super::static_files::StaticFiles;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PySet;
@@ -58,7 +58,6 @@ impl HttpServerState {
     #[pyo3(signature = (interface, loop_, *, logger, access_log, limit_request_line, limit_header_size,
         limit_request_field_size, limit_header_count, limit_body_size, limit_concurrency, timeout_header_read, timeout_keep_alive,
         date_header, server_header, default_headers, proxy_protocol=None, metrics=None, static_files=None))]
-
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,

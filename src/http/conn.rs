@@ -215,7 +215,15 @@ pub enum Act {
     /// (request, or None for input refused before it made one; client; status; body size;
     /// seconds)
     AccessLog(Option<Py<PyAny>>, Option<Py<PyAny>>, u16, u64, f64),
-    /// Send `len` bytes of a static file from `offset` as the body of request `gen`.
+    /// Queue `len` bytes of a file from `offset` on swordfish's socket transport, after
+    /// what is written before (it sends them with `sendfile`).
+    WriteFile {
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+    },
+    /// Send `len` bytes of a static file from `offset` as the body of request `gen`, through
+    /// the server's sender (another loop's transport, or TLS).
     SendFile {
         file: std::fs::File,
         offset: u64,

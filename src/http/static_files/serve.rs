@@ -1,8 +1,10 @@
 //! The connection's side of a static file: the request is taken off the read buffer as any
 //! other (its body read and dropped, keep-alive, the access log), the answer's head and body
-//! are written, and a large file goes to the loop's `sendfile` through the response's file
-//! path (`Writing::File` until `file_sent`). Answers to pipelined requests stop while the
-//! client does not read them, so that they do not pile up in memory.
+//! are written. A large file is queued on swordfish's socket transport, which sends it with
+//! `sendfile` from Rust; on another loop's transport, or TLS, it goes to the loop's
+//! `sendfile` through the response's file path (`Writing::File` until `file_sent`).
+//! Answers to pipelined requests stop while the client does not read them, so that they do
+//! not pile up in memory.
 
 use super::super::conn::{Act, BodyState, Conn, Expect, Reading, Request, TimerKind, Writing};
 use super::super::encode::Encoder;
@@ -98,6 +100,15 @@ impl HttpProtocol {
         let encoder = self.close_head(req, answer.head, None, &mut out);
         c.static_burst += out.len();
         match (encoder, answer.body) {
+            (Encoder::Length(n), Body::File { file, offset, len }) if n == len && c.core.is_some() => {
+                // swordfish's socket transport queues the file behind the head and sends it
+                // itself: the response is complete once queued, as one of bytes is.
+                req.sent = len;
+                c.static_burst += usize::try_from(len).unwrap_or(usize::MAX);
+                acts.push(Act::Write(out));
+                acts.push(Act::WriteFile { file, offset, len });
+                Ok(Static::Answered(self.end_response(py, c, acts)?))
+            }
             (Encoder::Length(n), Body::File { file, offset, len }) if n == len => {
                 req.sent = len;
                 req.writing = Writing::File;

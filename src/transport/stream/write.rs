@@ -230,6 +230,26 @@ impl StreamCore {
         }
     }
 
+    /// Queue `len` bytes of `file` from `offset` behind everything written before, to go
+    /// out with `sendfile` as the socket takes them: a native protocol's file body (the HTTP
+    /// server's static files), never copied through user space. Bytes held for the end of
+    /// the iteration are written first. Flow control counts the file's bytes as queued.
+    pub fn write_file(&self, py: Python<'_>, file: std::fs::File, offset: u64, len: u64) -> PyResult<()> {
+        self.write_checks(py)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.flush_deferred(py)?;
+        {
+            let mut inner = self.inner(py)?;
+            if self.swallow_write(py, &mut inner)? {
+                return Ok(());
+            }
+            inner.wbuf.push_file(file, offset, len);
+        }
+        self.flush_now(py)
+    }
+
     /// The loop's end-of-iteration flush, in the transport's context as readiness is.
     pub fn flush_deferred_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
