@@ -358,12 +358,13 @@ def test_pipelined_with_the_app(loop, tree):
     assert calls == ["/one", "/two"]
 
 
-def test_many_pipelined_files_to_a_client_that_reads_late(loop, tree):
+@pytest.mark.parametrize("size,count", [(60 * 1024, 300), (200 * 1024, 100)], ids=["read", "sendfile"])
+def test_many_pipelined_files_to_a_client_that_reads_late(loop, tree, size, count):
     """More answers than the transport takes before it pauses: the requests after them wait
-    until the client reads, then all are answered, in order."""
-    piece = os.urandom(60 * 1024)
+    until the client reads, then all are answered, in order (18 and 20 MB of answers, with
+    the files read into the answer and sent with sendfile)."""
+    piece = os.urandom(size)
     (tree / "piece").write_bytes(piece)
-    count = 300  # 18 MB of answers
 
     async def main():
         async with static(tree) as server:
