@@ -34,6 +34,22 @@ def run(loop, coro):
     return loop.run_until_complete(asyncio.wait_for(coro, 20))
 
 
+def answer_to(loop, raw, **options):
+    """What a --proxy-protocol server (where_app) sends back to raw until it closes; the
+    app's calls are cleared first."""
+    calls.clear()
+
+    async def main():
+        async with serving(where_app, proxy_protocol=True, **options) as srv:
+            reader, writer = await connect(srv)
+            writer.write(raw)
+            data = await asyncio.wait_for(reader.read(), 5)
+            writer.close()
+            return data
+
+    return run(loop, main())
+
+
 calls = []
 
 
@@ -124,31 +140,11 @@ def test_header_in_pieces(loop, header):
     SIG + b"\x31\x11\x00\x0c" + V2_IPV4[16:] + GET,  # version 3
 ], ids=["missing", "v1-no-port", "v1-bad-port", "v1-bad-protocol", "v1-too-long", "v2-dgram", "v2-short", "v2-version"])
 def test_missing_or_malformed_header_closes_unanswered(loop, raw):
-    calls.clear()
-
-    async def main():
-        async with serving(where_app, proxy_protocol=True) as srv:
-            reader, writer = await connect(srv)
-            writer.write(raw)
-            data = await asyncio.wait_for(reader.read(), 5)
-            writer.close()
-            return data
-
-    assert run(loop, main()) == b"" and calls == []
+    assert answer_to(loop, raw) == b"" and calls == []
 
 
 def test_untrusted_peer_is_closed_unanswered(loop):
-    calls.clear()
-
-    async def main():
-        async with serving(where_app, proxy_protocol=True, forwarded_allow_ips="10.1.2.3") as srv:
-            reader, writer = await connect(srv)
-            writer.write(V1 + GET)
-            data = await asyncio.wait_for(reader.read(), 5)
-            writer.close()
-            return data
-
-    assert run(loop, main()) == b"" and calls == []
+    assert answer_to(loop, V1 + GET, forwarded_allow_ips="10.1.2.3") == b"" and calls == []
 
 
 def test_header_counts_against_the_header_read_timeout(loop):
@@ -237,15 +233,4 @@ def test_gunicorn_corpus_pp_02(loop):
 def test_gunicorn_corpus_refused_headers(loop, kind, name):
     """The malformed headers, and a request without one (gunicorn's header is optional;
     swordfish's is not: a peer that may send one and did not is not believed either)."""
-    calls.clear()
-    raw = gunicorn_corpus.case(kind, name)
-
-    async def main():
-        async with serving(where_app, proxy_protocol=True) as srv:
-            reader, writer = await connect(srv)
-            writer.write(raw)
-            data = await asyncio.wait_for(reader.read(), 5)
-            writer.close()
-            return data
-
-    assert run(loop, main()) == b"" and calls == []
+    assert answer_to(loop, gunicorn_corpus.case(kind, name)) == b"" and calls == []

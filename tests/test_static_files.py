@@ -95,6 +95,17 @@ async def one(server, raw, head_request=False):
         writer.close()
 
 
+async def pipelined(reader, writer, raw, count, heads=()):
+    """Send raw (requests one after another) in one write, then read `count` responses (the
+    i-th one to a HEAD when i is in heads); closes the connection."""
+    try:
+        writer.write(raw)
+        await writer.drain()
+        return [await asyncio.wait_for(read_response(reader, i in heads), 10) for i in range(count)]
+    finally:
+        writer.close()
+
+
 def http_date(path):
     return email.utils.formatdate(os.stat(path).st_mtime, usegmt=True)
 
@@ -124,11 +135,8 @@ def test_large_files_go_out_whole_and_the_connection_goes_on(loop, tree):
 
     async def main():
         async with static(tree) as server:
-            reader, writer = await connect(server)
-            writer.write(get("/static/big.bin") + get("/static/big.bin", b"Range: bytes=100-") + get("/next"))
-            out = [await asyncio.wait_for(read_response(reader), 10) for _ in range(3)]
-            writer.close()
-            return out
+            raw = get("/static/big.bin") + get("/static/big.bin", b"Range: bytes=100-") + get("/next")
+            return await pipelined(*await connect(server), raw, 3)
 
     whole, tail, after = run(loop, main())
     assert whole.status == 200 and whole.header("content-length") == str(BIG) and whole.body == data
@@ -346,12 +354,9 @@ def test_paths_outside_the_route_reach_the_app(loop, tree):
 def test_pipelined_with_the_app(loop, tree):
     async def main():
         async with static(tree) as server:
-            reader, writer = await connect(server)
-            writer.write(get("/static/a.txt") + get("/one") + get("/static/sub/b.css") + get("/static/missing")
-                         + get("/static/big.bin", method="HEAD") + get("/two"))
-            out = [await asyncio.wait_for(read_response(reader, i == 4), 10) for i in range(6)]
-            writer.close()
-            return out
+            raw = (get("/static/a.txt") + get("/one") + get("/static/sub/b.css") + get("/static/missing")
+                   + get("/static/big.bin", method="HEAD") + get("/two"))
+            return await pipelined(*await connect(server), raw, 6, heads={4})
 
     out = run(loop, main())
     assert [r.body for r in out] == [b"hello", b"app", b"body{}", b"Not Found", b"", b"app"]
@@ -368,12 +373,8 @@ def test_many_pipelined_files_to_a_client_that_reads_late(loop, tree, size, coun
 
     async def main():
         async with static(tree) as server:
-            reader, writer = await connect(server)
-            writer.write(get("/static/piece") * (count // 2) + get("/middle") + get("/static/piece") * (count // 2))
-            await writer.drain()
-            out = [await asyncio.wait_for(read_response(reader), 10) for _ in range(count + 1)]
-            writer.close()
-            return out
+            raw = get("/static/piece") * (count // 2) + get("/middle") + get("/static/piece") * (count // 2)
+            return await pipelined(*await connect(server), raw, count + 1)
 
     out = run(loop, main(), timeout=60)
     assert [r.body for r in out] == [piece] * (count // 2) + [b"app"] + [piece] * (count // 2)
@@ -416,12 +417,10 @@ def test_tls(loop, tree, tls_files):
     async def main():
         async with static(tree, ssl_certfile=cert, ssl_keyfile=key) as server:
             ctx = ssl.create_default_context(cafile=cert)
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1],
-                                                           ssl=ctx, server_hostname="localhost")
-            writer.write(get("/static/big.bin") + get("/static/big.bin", b"Range: bytes=1000-") + get("/x"))
-            out = [await asyncio.wait_for(read_response(reader), 10) for _ in range(3)]
-            writer.close()
-            return out
+            connection = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1],
+                                                       ssl=ctx, server_hostname="localhost")
+            raw = get("/static/big.bin") + get("/static/big.bin", b"Range: bytes=1000-") + get("/x")
+            return await pipelined(*connection, raw, 3)
 
     whole, tail, app_resp = run(loop, main())
     assert whole.body == data and tail.status == 206 and tail.body == data[1000:] and app_resp.body == b"app"
@@ -445,11 +444,8 @@ def test_a_loop_without_sendfile(tree, make_loop):
 
     async def main():
         async with static(tree) as server:
-            reader, writer = await connect(server)
-            writer.write(get("/static/big.bin") + get("/static/big.bin", b"Range: bytes=5-300004") + get("/x"))
-            out = [await asyncio.wait_for(read_response(reader), 10) for _ in range(3)]
-            writer.close()
-            return out
+            raw = get("/static/big.bin") + get("/static/big.bin", b"Range: bytes=5-300004") + get("/x")
+            return await pipelined(*await connect(server), raw, 3)
 
     lp = make_loop()
     try:

@@ -20,20 +20,21 @@ from .. import _native
 logger = logging.getLogger("swordfish.error")
 
 CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
+LISTS = ("responses", "duration")  # by status class, by duration bucket
 # Counted over a worker's life: what an exited worker counted is kept.
-COUNTERS = ("bytes_received", "bytes_sent", "connections_total", "upgraded_total", "duration_sum")
+COUNTERS = LISTS + ("bytes_received", "bytes_sent", "connections_total", "upgraded_total", "duration_sum")
 GAUGES = ("connections_open", "upgraded_open")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus's text format
 
 
 def _zero():
     return {"responses": [0] * len(CLASSES), "duration": [0] * (len(_native.METRICS_DURATION_BUCKETS) + 1),
-            **{name: 0 for name in COUNTERS + GAUGES}}
+            **{name: 0 for name in COUNTERS + GAUGES if name not in LISTS}}
 
 
 def _add(total, snapshot, names):
     for name in names:
-        if name in ("responses", "duration"):
+        if name in LISTS:
             total[name] = [a + b for a, b in zip(total[name], snapshot[name])]
         else:
             total[name] += snapshot[name]
@@ -69,15 +70,15 @@ class WorkerCounters:
         with self._lock:
             slot = self.live.pop(index, None)
             if slot is not None:
-                _add(self.exited, slot.snapshot(), ("responses", "duration") + COUNTERS)
+                _add(self.exited, slot.snapshot(), COUNTERS)
                 slot.clear()
 
     def totals(self):
         with self._lock:
             total = _zero()
-            _add(total, self.exited, ("responses", "duration") + COUNTERS)
+            _add(total, self.exited, COUNTERS)
             for slot in self.live.values():
-                _add(total, slot.snapshot(), ("responses", "duration") + COUNTERS + GAUGES)
+                _add(total, slot.snapshot(), COUNTERS + GAUGES)
             return total
 
     def close(self):
