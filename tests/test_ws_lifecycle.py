@@ -18,7 +18,7 @@ import ssl
 import time
 
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from apps.serving import WAIT, CliServer, ErrorLog, ThreadServer, client_for, payload
 from apps.ws_clients import (
@@ -196,15 +196,28 @@ def test_wss(server_loop, probe, tls_files):  # noqa: F811 (fixture)
     cert, key = tls_files
     context = ssl.create_default_context(cafile=cert)
     options = {"ssl_certfile": cert, "ssl_keyfile": key}
-    with ThreadServer(create_app(probe), loop=server_loop, **options) as server:
-        with ws_connect(server.port, "/secure?x=1", scheme="wss", ssl=context) as ws:
+
+    async def session(port):
+        # websockets' asyncio client: its threaded one is not safe over TLS (ws_connect_async).
+        async with ws_connect_async(port, "/secure?x=1", scheme="wss", ssl=context, max_size=None) as ws:
             assert negotiated_extensions(ws).startswith("permessage-deflate")
-            ws.send("scope")
-            scope = json.loads(ws.recv(timeout=WAIT))
-            assert (scope["scheme"], scope["path"], scope["query_string"]) == ("wss", "/secure", "x=1")
-            echo_round_trips(ws)
-            ws.send("close")
-            assert closed_by_server(ws) == (1000, "bye")
+            await ws.send("scope")
+            scope = json.loads(await asyncio.wait_for(ws.recv(), WAIT))
+            for n in SIZES:
+                for message in (("ß€x" * n)[:n], payload(n, seed=n)):
+                    await ws.send(message)
+                    assert await asyncio.wait_for(ws.recv(), WAIT) == message
+            await ws.send("close")
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), WAIT)
+            frame = closed.value.rcvd
+            assert frame is not None, f"the connection ended without a close frame: {closed.value!r}"
+            return scope, (frame.code, frame.reason)
+
+    with ThreadServer(create_app(probe), loop=server_loop, **options) as server:
+        scope, close = asyncio.run(session(server.port))
+    assert (scope["scheme"], scope["path"], scope["query_string"]) == ("wss", "/secure", "x=1")
+    assert close == (1000, "bye")
 
 
 @pytest.mark.parametrize("loop_name", ["swordfish", "asyncio", "uvloop"])

@@ -22,16 +22,20 @@ NO_PROXY = {"proxy": None} if "proxy" in inspect.signature(connect).parameters e
 
 
 def ws_connect(port, path="/", scheme="ws", host="127.0.0.1", **options):
-    """A connected `websockets.sync.client.ClientConnection` to host:port/path."""
+    """A connected `websockets.sync.client.ClientConnection` to host:port/path (not over TLS:
+    see ws_connect_async)."""
     options = {"open_timeout": WAIT, "close_timeout": WAIT, "ping_interval": None, "max_size": MAX_SIZE,
                **NO_PROXY, **options}
     return connect(f"{scheme}://{host}:{port}{path}", **options)
 
 
-def ws_connect_async(port, path="/", **options):
-    """The asyncio client's connect(): await it for a `websockets.asyncio.client.ClientConnection`."""
+def ws_connect_async(port, path="/", scheme="ws", **options):
+    """The asyncio client's connect(): await it for a `websockets.asyncio.client.ClientConnection`.
+    The one to use over TLS: the threaded client reads on a thread of its own while the caller's
+    thread writes, on one SSL object, which OpenSSL does not allow; about one handshake in a few
+    hundred then never gets its request out, whatever the server."""
     options = {"open_timeout": WAIT, "close_timeout": WAIT, "ping_interval": None, **NO_PROXY, **options}
-    return async_connect(f"ws://127.0.0.1:{port}{path}", **options)
+    return async_connect(f"{scheme}://127.0.0.1:{port}{path}", **options)
 
 
 def refused_status(port, path="/", **options):
