@@ -122,6 +122,7 @@ impl Handle {
     /// drops, as the C `Task` and `Future` do.
     pub fn recyclable(handle: &Bound<'_, Handle>) -> bool {
         let ptr = handle.as_ptr();
+        // SAFETY: `ptr` is a live object (the bound handle holds it) and the GIL is held.
         unsafe {
             if ffi::Py_REFCNT(ptr) != 1 {
                 return false;
@@ -251,6 +252,7 @@ impl Handle {
 }
 
 fn is_gc_tracked(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: a live object (borrowed), with the GIL held.
     unsafe { ffi::PyObject_GC_IsTracked(obj.as_ptr()) != 0 }
 }
 
@@ -261,12 +263,15 @@ fn is_gc_tracked(obj: &Bound<'_, PyAny>) -> bool {
 /// anyway, so nothing it references can be collected wrongly; `hand_back` returns it to the
 /// GC when it leaves the loop (run, dropped as cancelled, removed, or the loop closed).
 pub fn hide_from_gc(obj: &Bound<'_, PyAny>) {
+    // SAFETY: a live GC object (handles are GC types), with the GIL held; untracking an
+    // untracked object is a no-op.
     unsafe { ffi::PyObject_GC_UnTrack(obj.as_ptr().cast()) }
 }
 
 /// Give a handle that leaves the loop back to the cyclic GC (see `hide_from_gc`).
 pub fn hand_back(handle: &Bound<'_, Handle>) {
     if !is_gc_tracked(handle.as_any()) {
+        // SAFETY: a live GC object, untracked (just checked), with the GIL held.
         unsafe { ffi::PyObject_GC_Track(handle.as_ptr().cast()) }
     }
 }

@@ -95,6 +95,9 @@ pub fn vectorcall_kw<'py>(
     debug_assert!(nkw <= args.len());
     let ptrs: smallvec_like::Ptrs = args.iter().map(|a| a.as_ptr()).collect();
     let npos = args.len() - nkw;
+    // SAFETY: `ptrs` holds the `args.len()` live objects `args` keeps: `npos` positional
+    // ones, then the values of the `nkw` names in `kwnames`; the GIL is held (`py`); the
+    // result is a new reference, or NULL with an exception set.
     unsafe {
         let r = ffi::PyObject_Vectorcall(callable.as_ptr(), ptrs.as_ptr(), npos, kwnames.as_ptr());
         Bound::from_owned_ptr_or_err(py, r)

@@ -62,6 +62,7 @@ fn recv(slf: &Bound<'_, LoopCore>, fd: RawFd, n: usize) -> Attempt {
         // As `socket.recv(0)`: no system call, whatever the socket's state.
         return Some(Ok(PyBytes::new(py, b"").into_any().unbind()));
     }
+    // SAFETY: `read_into_bytes` passes a writable buffer of `len` bytes it owns.
     match read_into_bytes(slf.get(), py, n, |buf, len| unsafe { libc::recv(fd, buf, len, 0) }) {
         Err(e) => Some(Err(e)),
         Ok(got) => finished(py, got.map(|b| b.into_any().unbind())),
@@ -82,6 +83,7 @@ fn recv_into(py: Python<'_>, fd: RawFd, buf: &Bound<'_, PyAny>) -> Attempt {
         // As `socket.recv_into` with an empty buffer: no system call.
         return Some(0usize.into_py_any(py));
     }
+    // SAFETY: the view is writable and `view.len()` bytes long, and holds the buffer for the call.
     let got = retry_eintr(|| unsafe { libc::recv(fd, view.as_mut_ptr(), view.len(), 0) });
     match got {
         Ok(k) => Some(k.into_py_any(py)),
@@ -94,6 +96,7 @@ fn send_some(py: Python<'_>, fd: RawFd, data: &View, sent: &mut usize) -> Attemp
     let bytes = data.as_slice();
     while *sent < bytes.len() {
         let rest = &bytes[*sent..];
+        // SAFETY: `rest` is a live slice of the held view; send only reads it.
         match retry_eintr(|| unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) }) {
             Ok(k) => *sent += k,
             Err(e) => return finished(py, Err(e)),
@@ -229,6 +232,7 @@ pub fn sock_sendall<'py>(
     let view = View::readable(data)?;
     if view.len() == 0 {
         // Nothing to send, but a closed socket still says so, as `sock.send(b"")` does.
+        // SAFETY: a length of zero: send reads nothing from the pointer.
         let got = retry_eintr(|| unsafe { libc::send(fd, view.as_mut_ptr(), 0, libc::MSG_NOSIGNAL) });
         return got.map(|_| lp.py().None().into_bound(lp.py())).map_err(|e| os_error(lp.py(), e));
     }
