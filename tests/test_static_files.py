@@ -95,6 +95,15 @@ async def one(server, raw, head_request=False):
         writer.close()
 
 
+def answer(loop, tree, raw):
+    """`one(server, raw)` on a static server of its own over `tree`."""
+    async def main():
+        async with static(tree) as server:
+            return await one(server, raw)
+
+    return run(loop, main())
+
+
 async def pipelined(reader, writer, raw, count, heads=()):
     """Send raw (requests one after another) in one write, then read `count` responses (the
     i-th one to a HEAD when i is in heads); closes the connection."""
@@ -111,11 +120,7 @@ def http_date(path):
 
 
 def test_file_with_its_headers(loop, tree):
-    async def main():
-        async with static(tree) as server:
-            return await one(server, get("/static/a.txt"))
-
-    resp, kept = run(loop, main())
+    resp, kept = answer(loop, tree, get("/static/a.txt"))
     assert resp.status == 200 and resp.body == b"hello" and kept
     names = [n for n, _ in resp.headers]
     assert len(names) == len(set(names)), names
@@ -170,11 +175,7 @@ def test_head(loop, tree):
 def test_content_types(loop, tree, name, expected):
     (tree / name).write_bytes(b"x")
 
-    async def main():
-        async with static(tree) as server:
-            return await one(server, get("/static/" + name))
-
-    resp, _ = run(loop, main())
+    resp, _ = answer(loop, tree, get("/static/" + name))
     assert resp.status == 200 and resp.header("content-type") == expected
 
 
@@ -265,11 +266,7 @@ def test_empty_file(loop, tree):
 
 
 def test_other_methods_get_405_and_their_body_is_read(loop, tree):
-    async def main():
-        async with static(tree) as server:
-            return await one(server, get("/static/a.txt", b"Content-Length: 5", method="POST") + b"abcde")
-
-    resp, kept = run(loop, main())
+    resp, kept = answer(loop, tree, get("/static/a.txt", b"Content-Length: 5", method="POST") + b"abcde")
     assert resp.status == 405 and resp.header("allow") == "GET, HEAD" and kept
     assert calls == ["/after"], "the body was not taken for a request"
 
@@ -295,11 +292,7 @@ def test_a_body_on_a_get_is_read_and_dropped(loop, tree):
     "/static/fifo",
 ])
 def test_not_found(loop, tree, path):
-    async def main():
-        async with static(tree) as server:
-            return await one(server, get(path))
-
-    resp, kept = run(loop, main())
+    resp, kept = answer(loop, tree, get(path))
     assert (resp.status, resp.body) == (404, b"Not Found") and kept
     assert calls == ["/after"]
 
@@ -321,22 +314,14 @@ def test_not_found(loop, tree, path):
     "/static/a.txt%zz",
 ])
 def test_traversal_is_refused(loop, tree, path):
-    async def main():
-        async with static(tree) as server:
-            return await one(server, get(path))
-
-    resp, _ = run(loop, main())
+    resp, _ = answer(loop, tree, get(path))
     assert resp.status in (400, 404), resp
     assert SECRET not in resp.body
     assert resp.status == 404 or "%00" in path, "only a NUL may be refused by the parser first"
 
 
 def test_a_link_inside_the_directory_is_served(loop, tree):
-    async def main():
-        async with static(tree) as server:
-            return await one(server, get("/static/in.css"))
-
-    resp, _ = run(loop, main())
+    resp, _ = answer(loop, tree, get("/static/in.css"))
     assert resp.status == 200 and resp.body == b"body{}"
     assert resp.header("content-type") == "text/css; charset=utf-8"
 
@@ -387,11 +372,7 @@ def test_many_pipelined_files_to_a_client_that_reads_late(loop, tree, size, coun
     (b"GET /static/big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", True),
 ])
 def test_connection_close_and_http_1_0(loop, tree, request_line, closes):
-    async def main():
-        async with static(tree) as server:
-            return await one(server, request_line)
-
-    resp, kept = run(loop, main())
+    resp, kept = answer(loop, tree, request_line)
     assert resp.status == 200 and len(resp.body) in (5, BIG)
     assert kept is not closes
 
