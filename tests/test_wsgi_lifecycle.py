@@ -96,6 +96,37 @@ def test_cli_serves_a_wsgi_app(how):
     assert "Traceback" not in srv.log(), srv.log()
 
 
+def test_scheduling_classes_follow_the_load():
+    """The pool's idle watcher runs in the idle class; app threads run in the normal class
+    at rest, in the batch class while the process keeps a CPU busy, and in the normal class
+    again once it rests."""
+    def policy(port, burn=0):
+        status, body = http(port, f"/sched?burn={burn}")
+        assert status == 200, body
+        return json.loads(body)
+
+    def until(port, wanted, burn, pause=0.0):
+        deadline = time.monotonic() + DEADLINE
+        while (seen := policy(port, burn))["policy"] != wanted:
+            assert time.monotonic() < deadline, seen
+            time.sleep(pause)
+        return seen
+
+    with Cli("--port", "0", "--interface", "wsgi", "--threads", "4") as srv:
+        port = srv.port()
+        at_rest = policy(port)
+        assert at_rest["policy"] == os.SCHED_OTHER
+        assert at_rest["watchers"] == [os.SCHED_IDLE]
+        # Three clients keep the app burning CPU until one of them is served in the batch class.
+        with ThreadPoolExecutor(3) as pool:
+            loaded = list(pool.map(lambda _: until(port, os.SCHED_BATCH, burn=5), range(3)))
+        assert all(seen["policy"] == os.SCHED_BATCH for seen in loaded)
+        # Requests that cost nothing, 20 a second: the rest itself is what is tested, and
+        # the load fades within a fraction of a second of it.
+        assert until(port, os.SCHED_OTHER, burn=0, pause=0.05)["watchers"] == [os.SCHED_IDLE]
+        assert srv.stop() == 0, srv.log()
+
+
 @pytest.mark.parametrize("args,message", [
     (["--threads", "0"], "argument --threads: must be at least 1"),
     (["--interface", "rsgi"], "argument --interface: invalid choice: 'rsgi'"),

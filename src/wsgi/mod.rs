@@ -10,6 +10,7 @@ pub mod bridge;
 pub mod environ;
 pub mod exchange;
 pub mod file_wrapper;
+pub mod idle_watch;
 pub mod input;
 pub mod pool;
 pub mod request;

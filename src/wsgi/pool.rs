@@ -8,16 +8,19 @@
 //! the GIL, Python runs on one CPU at most, so on a CPU-bound app more threads would only
 //! take turns holding it, and each switch between them costs more than it gives
 //! (docs/design.md has the measurements). The queue is looked at again every `STALL` while
-//! requests wait in it. A thread that has served long requests back to back for `TURN`
-//! while other threads also serve hands the GIL over between two requests, so a thread
-//! back from a database call (or the loop, with responses to send) does not wait for the
-//! interpreter's 5 ms switch interval behind it. The thread woken is the one that went
-//! idle last: its stack and the app's objects it touched are still in the caches, and the
-//! threads a burst started sleep on untouched.
+//! requests wait in it, and whenever the CPU would go idle (`idle_watch`). A thread that
+//! has served long requests back to back for `TURN` while other threads also serve hands
+//! the GIL over between two requests, so a thread back from a database call (or the loop,
+//! with responses to send) does not wait for the interpreter's 5 ms switch interval behind
+//! it. The thread woken is the one that went idle last: its stack and the app's objects it
+//! touched are still in the caches, and the threads a burst started sleep on untouched.
+//! While the process keeps half a CPU busy or more, app threads run in the batch
+//! scheduling class (`idle_watch::Class`).
 
 use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
 use super::environ::KeyCache;
 use super::exchange::Exchange;
+use super::idle_watch;
 use super::response;
 use crate::http::body::BodyRead;
 use crate::http::conn::Expect;
@@ -44,6 +47,11 @@ const TURN: Duration = Duration::from_micros(300);
 /// Requests shorter than this on average are served back to back however long the run:
 /// handing over between them costs more than it gives.
 const SHORT: Duration = Duration::from_micros(25);
+/// The share of one CPU from which app threads run in the batch scheduling class.
+const LOADED: f64 = 0.5;
+/// The span of time over which that share is averaged: bursts at low load (users in step)
+/// do not count as load.
+const LOAD_SPAN: Duration = Duration::from_millis(100);
 /// The least time over which that share is measured.
 const CPU_WINDOW: Duration = Duration::from_millis(5);
 
@@ -69,16 +77,34 @@ pub struct AppContext {
 
 pub struct Pool {
     pub ctx: AppContext,
-    threads: usize,
     /// A `StallCheck` is scheduled.
     check_armed: AtomicBool,
+    shared: Arc<Shared>,
+}
+
+/// The part of the pool the idle watcher holds too: no Python objects, so that the watcher
+/// never keeps the app alive.
+pub(super) struct Shared {
+    threads: usize,
     state: Mutex<PoolState>,
     /// Signalled when a thread ends (for `stop`).
     ended: Condvar,
+    /// Signalled for the idle watcher when a request waits that no thread was woken for
+    /// (or the pool stops).
+    pub(super) queued: Condvar,
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, PoolState> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
 }
 
 #[derive(Default)]
-struct PoolState {
+pub(super) struct PoolState {
     /// Requests submitted, oldest first.
     jobs: VecDeque<Arc<Exchange>>,
     /// Threads waiting for work, not woken, the last to go idle on top.
@@ -89,28 +115,50 @@ struct PoolState {
     running: usize,
     /// (when, process CPU time then) of the last look at how busy the process is.
     cpu_mark: Option<(Instant, Duration)>,
-    /// The process used `BUSY` of a CPU or more over the last window.
-    busy: bool,
-    stopping: bool,
+    /// The share of a CPU the process used over the last window.
+    cpu_used: f64,
+    /// That share averaged over about the last `LOAD_SPAN`.
+    cpu_load: f64,
+    pub(super) stopping: bool,
     handles: Vec<JoinHandle<()>>,
+    /// The idle watcher was started (or could not be).
+    watcher_started: bool,
+    /// The idle watcher waits on `queued`.
+    pub(super) watcher_waiting: bool,
 }
 
 impl PoolState {
     /// Whether the process keeps a CPU busy: measured over at least `CPU_WINDOW` since the
     /// last look (only looked at when a request waits while a thread serves).
-    fn cpu_busy(&mut self) -> bool {
+    pub(super) fn cpu_busy(&mut self) -> bool {
+        self.cpu_use() >= BUSY
+    }
+
+    /// The share of a CPU the process used over the last window.
+    fn cpu_use(&mut self) -> f64 {
         let now = Instant::now();
         match self.cpu_mark {
             Some((at, _)) if now.duration_since(at) < CPU_WINDOW => {}
             Some((at, before)) => {
                 let cpu = process_cpu_time();
-                let used = cpu.saturating_sub(before).as_secs_f64() / now.duration_since(at).as_secs_f64();
-                self.busy = used >= BUSY;
+                let window = now.duration_since(at).as_secs_f64();
+                self.cpu_used = cpu.saturating_sub(before).as_secs_f64() / window;
+                // A long window (the server was idle) counts for as much as its length.
+                let weight = 1.0 - (-window / LOAD_SPAN.as_secs_f64()).exp();
+                self.cpu_load += (self.cpu_used - self.cpu_load) * weight;
                 self.cpu_mark = Some((now, cpu));
             }
             None => self.cpu_mark = Some((now, process_cpu_time())),
         }
-        self.busy
+        self.cpu_used
+    }
+
+    /// Requests are queued that no thread is on its way to take.
+    pub(super) fn uncovered(&self) -> bool {
+        // Threads woken, between two requests or just started: each takes the next request
+        // itself, and looks again at what is left behind it.
+        let on_the_way = self.running.saturating_sub(self.idle.len() + self.serving);
+        !self.jobs.is_empty() && on_the_way == 0
     }
 
     fn take(&mut self) -> Option<Arc<Exchange>> {
@@ -135,18 +183,18 @@ impl Pool {
     pub fn new(ctx: AppContext, threads: usize) -> Pool {
         Pool {
             ctx,
-            threads: threads.max(1),
             check_armed: AtomicBool::new(false),
-            state: Mutex::new(PoolState::default()),
-            ended: Condvar::new(),
+            shared: Arc::new(Shared {
+                threads: threads.max(1),
+                state: Mutex::new(PoolState::default()),
+                ended: Condvar::new(),
+                queued: Condvar::new(),
+            }),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, PoolState> {
-        match self.state.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        self.shared.lock()
     }
 
     /// On the loop thread, when a request starts: collect the start of its body, then
@@ -194,6 +242,9 @@ impl Pool {
             return Ok(());
         }
         st.jobs.push_back(ex);
+        if !std::mem::replace(&mut st.watcher_started, true) {
+            idle_watch::start(self.shared.clone(), Arc::downgrade(self));
+        }
         self.more_hands(st);
         // If the serving threads are blocked, or the thread woken was already on its way to
         // another request, nobody else would look at the queue until the next request.
@@ -206,19 +257,30 @@ impl Pool {
 
     /// Wake an idle thread, or start one, for a queued request that needs one.
     fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>) {
-        // Threads woken, between two requests or just started: each takes the next request
-        // itself, and looks again at what is left behind it.
-        let on_the_way = st.running.saturating_sub(st.idle.len() + st.serving);
-        if st.jobs.is_empty() || on_the_way > 0 || st.serving > 0 && st.cpu_busy() {
+        if !st.uncovered() {
             return;
         }
+        if st.serving > 0 && st.cpu_busy() {
+            // The threads serving may be blocked all the same: the watcher wakes one if the
+            // CPU goes idle.
+            if std::mem::take(&mut st.watcher_waiting) {
+                self.shared.queued.notify_one();
+            }
+            return;
+        }
+        self.hire(st);
+    }
+
+    /// Wake the thread that went idle last, or else start one if there is room; false if
+    /// neither.
+    pub(super) fn hire(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>) -> bool {
         if let Some(thread) = st.idle.pop() {
             drop(st);
             thread.unpark();
-            return;
+            return true;
         }
-        if st.running >= self.threads {
-            return;
+        if st.running >= self.shared.threads {
+            return false;
         }
         st.running += 1;
         drop(st);
@@ -227,27 +289,32 @@ impl Pool {
             Ok(h) => self.lock().handles.push(h),
             Err(_) => self.lock().running -= 1,
         }
+        true
     }
 
     /// An app thread: serve requests until the pool stops.
     fn work(self: Arc<Self>) {
+        let mut class = idle_watch::Class::default();
         Python::attach(|py| {
             let mut served = false;
             let mut turn = Turn::start();
             loop {
-                let (queued, shared) = {
+                let (queued, shared, loaded) = {
                     let mut st = self.lock();
                     if std::mem::take(&mut served) {
                         st.serving -= 1;
                     }
                     let next = st.take();
                     let shared = st.serving > 1;
+                    st.cpu_use();
+                    let loaded = st.cpu_load >= LOADED;
                     // Requests left waiting behind this one may need another thread.
                     if next.is_some() {
                         self.more_hands(st);
                     }
-                    (next, shared)
+                    (next, shared, loaded)
                 };
+                class.follow(loaded);
                 let next = match queued {
                     Some(ex) => {
                         if shared && turn.over() {
@@ -271,7 +338,7 @@ impl Pool {
         let mut st = self.lock();
         st.running -= 1;
         drop(st);
-        self.ended.notify_all();
+        self.shared.ended.notify_all();
     }
 
     /// Wait, idle, until there is a request to take (None: the pool stops). A thread woken
@@ -307,6 +374,7 @@ impl Pool {
             let mut st = self.lock();
             st.stopping = true;
             st.jobs.clear();
+            self.shared.queued.notify_all();
             for thread in std::mem::take(&mut st.idle) {
                 thread.unpark();
             }
@@ -320,7 +388,7 @@ impl Pool {
                 if left.is_zero() {
                     break;
                 }
-                st = match self.ended.wait_timeout(st, left) {
+                st = match self.shared.ended.wait_timeout(st, left) {
                     Ok((g, _)) => g,
                     Err(poisoned) => poisoned.into_inner().0,
                 };
@@ -336,7 +404,7 @@ impl Pool {
     }
 
     pub fn threads(&self) -> usize {
-        self.threads
+        self.shared.threads
     }
 }
 

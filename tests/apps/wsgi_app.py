@@ -8,6 +8,8 @@ GET /env              -> JSON: the environ's keys and the values the tests look 
 GET /slow?t=S         -> "begin\\n" at once, "end\\n" S seconds later
 GET /barrier?n=N      -> "ok" once N requests are in the app at once (a 500 after 10 s)
 POST /echo            -> the request body
+GET /sched?burn=MS    -> JSON, after MS ms of CPU: the scheduling policy of the thread
+                         serving, and those of the pool's idle watchers
 """
 
 import json
@@ -61,8 +63,29 @@ def _routes(environ, start_response):
         data = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
         start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(len(data)))])
         return [data]
+    if path == "/sched":
+        end = time.thread_time() + float(query.get("burn", 0)) / 1e3
+        while time.thread_time() < end:
+            pass
+        body = json.dumps({"policy": os.sched_getscheduler(0), "watchers": _watcher_policies()}).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
     start_response("404 Not Found", TEXT)
     return [b"not found"]
+
+
+def _watcher_policies():
+    """The scheduling policies of this process's threads named swordfish-wsgi-idle (their
+    names cut to 15 characters, as Linux keeps them)."""
+    policies = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() == "swordfish-wsgi-":
+                    policies.append(os.sched_getscheduler(int(tid)))
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended
+            pass
+    return policies
 
 
 _checked = validator(_routes)

@@ -1,0 +1,117 @@
+//! The WSGI pool's idle watcher: a thread in the kernel's idle scheduling class
+//! (`SCHED_IDLE`), which runs only when its CPU has nothing else to run. If requests are
+//! queued then, every thread serving is blocked (an app waiting on its database) and none
+//! was woken for them because the process looked busy: one more thread is woken, and the
+//! CPU serves instead of idling. A look at the process's CPU use would come too late or
+//! too often; the kernel knows the moment exactly. It costs nothing while the CPU is busy.
+//!
+//! Also the app threads' class. Under load they run as `SCHED_BATCH`: a thread woken (back
+//! from a database call, or for a request) does not preempt the running one, which most
+//! likely holds the GIL the woken thread would at once wait for; it runs when the running
+//! thread blocks or yields. At low load they stay in the normal class, where a thread back
+//! from its database call runs at once. docs/design.md has the measurements.
+
+use super::pool::{Pool, Shared};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// How long the watcher waits before it looks again when the CPUs it may run on are idle
+/// but the process keeps one of them busy (the GIL is taken: another thread would queue for
+/// it).
+const RECHECK: Duration = Duration::from_millis(5);
+
+/// Put the calling thread in scheduling class `policy`; false where that cannot be done.
+#[cfg(target_os = "linux")]
+fn set_class(policy: libc::c_int) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+}
+
+/// An app thread's scheduling class: batch while the process is loaded, normal otherwise
+/// (at low load a thread back from its database call should run at once).
+#[derive(Default)]
+pub(super) struct Class {
+    batch: bool,
+}
+
+impl Class {
+    pub(super) fn follow(&mut self, loaded: bool) {
+        if loaded == self.batch {
+            return;
+        }
+        self.batch = loaded;
+        #[cfg(target_os = "linux")]
+        set_class(if loaded { libc::SCHED_BATCH } else { libc::SCHED_OTHER });
+    }
+}
+
+/// How many CPUs the process may run on.
+#[cfg(target_os = "linux")]
+fn cpus_allowed() -> u32 {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity writes at most `size_of::<cpu_set_t>()` bytes into `set`.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return 0;
+    }
+    // SAFETY: CPU_COUNT only reads the set sched_getaffinity filled.
+    u32::try_from(unsafe { libc::CPU_COUNT(&set) }).unwrap_or(0)
+}
+
+/// Start the watcher of `shared` (`pool`: to start threads with). Where the kernel has no
+/// idle class nothing is started: the pool's periodic looks remain.
+pub(super) fn start(shared: Arc<Shared>, pool: Weak<Pool>) {
+    #[cfg(target_os = "linux")]
+    {
+        let spawned = std::thread::Builder::new().name("swordfish-wsgi-idle".into()).spawn(move || {
+            if set_class(libc::SCHED_IDLE) {
+                watch(&shared, &pool, cpus_allowed() == 1);
+            }
+        });
+        // Never joined: it ends when the pool stops, and holds no Python object.
+        drop(spawned);
+    }
+    #[cfg(not(target_os = "linux"))]
+    drop((shared, pool));
+}
+
+/// Runs only when a CPU it may run on is idle. On one CPU that is exactly when every
+/// thread of the process is blocked; on several, another CPU may be idle while a thread
+/// of this process holds the GIL, so a thread is woken only if the process's CPU use
+/// leaves room for one.
+#[cfg(target_os = "linux")]
+fn watch(shared: &Shared, pool: &Weak<Pool>, one_cpu: bool) {
+    let mut st = shared.lock();
+    loop {
+        if st.stopping {
+            return;
+        }
+        if st.uncovered() {
+            if one_cpu || !st.cpu_busy() {
+                // The strong reference lives only while a thread is woken or started.
+                let Some(pool) = pool.upgrade() else { return };
+                if pool.hire(st) {
+                    // The thread woken preempts this one; the next look comes with the
+                    // next idle moment.
+                    st = shared.lock();
+                    continue;
+                }
+                st = shared.lock();
+            } else {
+                st = match shared.queued.wait_timeout(st, RECHECK) {
+                    Ok((g, _)) => g,
+                    Err(poisoned) => poisoned.into_inner().0,
+                };
+                continue;
+            }
+        }
+        // Woken (`watcher_waiting` taken) when a request is left waiting, or at the stop.
+        st.watcher_waiting = true;
+        st = match shared.queued.wait(st) {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        st.watcher_waiting = false;
+    }
+}
