@@ -129,7 +129,7 @@ pub(super) struct PoolState {
 
 impl PoolState {
     /// Whether the process keeps a CPU busy: measured over at least `CPU_WINDOW` since the
-    /// last look (only looked at when a request waits while a thread serves).
+    /// last look (looked at when a request ends, or waits while a thread serves).
     pub(super) fn cpu_busy(&mut self) -> bool {
         self.cpu_use() >= BUSY
     }
