@@ -48,6 +48,8 @@ pub struct HttpServerState {
     pub default_headers: Vec<(Vec<u8>, Vec<u8>)>,
     pub active_requests: AtomicUsize,
     pub total_requests: AtomicU64,
+    /// Connections made so far: each connection's number, in the order they came.
+    pub connections_made: AtomicU64,
     pub shutting_down: AtomicBool,
 }
 
@@ -137,6 +139,7 @@ impl HttpServerState {
             default_headers: defaults,
             active_requests: AtomicUsize::new(0),
             total_requests: AtomicU64::new(0),
+            connections_made: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
         })
     }

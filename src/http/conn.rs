@@ -152,6 +152,10 @@ pub struct Conn {
     pub timer_at: f64,
     pub deadline: f64,
     pub timer_kind: TimerKind,
+    /// This connection's number in the order connections came (`connections_made`): the
+    /// coarse clock gives connections accepted together one deadline, and shedding takes
+    /// the oldest first.
+    pub number: u64,
     pub on_timer: Option<Py<PyAny>>,
     /// The applications of this connection still running, by request generation, with
     /// their task once it is known: the current request's, and earlier ones that completed

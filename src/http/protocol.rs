@@ -405,6 +405,7 @@ impl HttpProtocol {
                 timer_at: 0.0,
                 deadline: 0.0,
                 timer_kind: TimerKind::None,
+                number: 0,
                 on_timer: None,
                 apps: Vec::new(),
                 upgraded: None,
@@ -476,6 +477,7 @@ impl HttpProtocol {
             c.https = https;
             c.proxy_preface = proxy_preface;
             c.on_timer = Some(on_timer);
+            c.number = state.connections_made.fetch_add(1, Ordering::Relaxed);
             this.set_timer(&mut c, TimerKind::Header, state.timeout_header, &mut acts);
             if state.shutting_down.load(Ordering::Relaxed) {
                 // Accepted before the listener closed: its first request is served.

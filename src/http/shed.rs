@@ -16,8 +16,9 @@ use pyo3::prelude::*;
 enum Keep {
     /// Between two requests, nothing of the next one read.
     Idle,
-    /// Its request head is arriving, since this time (the header deadline's start).
-    Head(f64),
+    /// Its request head is arriving, since this time (the header deadline's start); then
+    /// the connection's number, for those accepted within one tick of the coarse clock.
+    Head(f64, u64),
 }
 
 impl HttpProtocol {
@@ -29,7 +30,7 @@ impl HttpProtocol {
         }
         Ok(match c.timer_kind {
             TimerKind::KeepAlive if c.rbuf.is_empty() => Some(Keep::Idle),
-            TimerKind::Header | TimerKind::KeepAlive => Some(Keep::Head(c.deadline)),
+            TimerKind::Header | TimerKind::KeepAlive => Some(Keep::Head(c.deadline, c.number)),
             TimerKind::None => None,
         })
     }
@@ -63,8 +64,8 @@ pub fn shed_connections(py: Python<'_>, state: &HttpServerState, want: usize) ->
     for (keep, proto) in ranked {
         match keep {
             Keep::Idle => idle += 1,
-            Keep::Head(_) if idle + heads < want => heads += 1,
-            Keep::Head(_) => break,
+            Keep::Head(..) if idle + heads < want => heads += 1,
+            Keep::Head(..) => break,
         }
         HttpProtocol::shed(&proto)?;
     }
