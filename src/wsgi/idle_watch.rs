@@ -89,15 +89,19 @@ fn watch(shared: &Shared, pool: &Weak<Pool>, one_cpu: bool) {
         }
         if st.uncovered() {
             if one_cpu || !st.cpu_busy() {
-                // The strong reference lives only while a thread is woken or started.
-                let Some(pool) = pool.upgrade() else { return };
-                if pool.hire(st) {
+                // The strong reference lives only while a thread is woken or started, and
+                // is let go before the lock is taken again: were it the last, the pool's
+                // drop takes the lock.
+                let hired = match pool.upgrade() {
+                    Some(pool) => pool.hire(st),
+                    None => return,
+                };
+                st = shared.lock();
+                if hired {
                     // The thread woken preempts this one; the next look comes with the
                     // next idle moment.
-                    st = shared.lock();
                     continue;
                 }
-                st = shared.lock();
             } else {
                 st = match shared.queued.wait_timeout(st, RECHECK) {
                     Ok((g, _)) => g,
