@@ -89,9 +89,7 @@ fn watch(shared: &Shared, pool: &Weak<Pool>, one_cpu: bool) {
         }
         if st.uncovered() {
             if one_cpu || !st.cpu_busy() {
-                // The strong reference lives only while a thread is woken or started, and
-                // is let go before the lock is taken again: were it the last, the pool's
-                // drop takes the lock.
+                // The strong reference lives only while a thread is woken or started.
                 let hired = match pool.upgrade() {
                     Some(pool) => pool.hire(st),
                     None => return,

@@ -408,15 +408,6 @@ impl Pool {
     }
 }
 
-impl Drop for Pool {
-    /// A pool dropped without `stop` (its server never started serving) still ends its
-    /// watcher, which holds only the shared part.
-    fn drop(&mut self) {
-        self.lock().stopping = true;
-        self.shared.queued.notify_all();
-    }
-}
-
 /// An app thread's run of requests served without letting the GIL go between them.
 struct Turn {
     since: Instant,
