@@ -61,6 +61,7 @@ EXAMPLES = {
     "timeout_worker_healthcheck": (["--timeout-worker-healthcheck", "none"], None),
     "workers_max_rss": (["--workers-max-rss", "512"], 512),
     "workers": (["--workers", "3"], 3),
+    "worker_cpu_affinity": (["--worker-cpu-affinity", "off"], "off"),
     "metrics": (["--metrics"], True),
     "metrics_address": (["--metrics-address", "0.0.0.0"], "0.0.0.0"),
     "metrics_port": (["--metrics-port", "9100"], 9100),

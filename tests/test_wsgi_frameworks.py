@@ -18,6 +18,7 @@ import os
 
 import flask
 import pytest
+import werkzeug.wrappers
 
 from apps import Probe, wsgi_flask, wsgi_werkzeug
 from apps.serving import CliServer, Served, payload, pieces_of
@@ -208,6 +209,30 @@ class WsgiObject:
         return wsgi_function(environ, start_response)
 
 
+def asgi_decorated():
+    """A decorator of an ASGI function that takes `*args` and is not `async def` itself."""
+
+    @functools.wraps(asgi_function)
+    def logged(*args):
+        return asgi_function(*args)
+
+    return logged
+
+
+def asgi_sync_function(scope, receive, send):
+    return asgi_function(scope, receive, send)  # the coroutine, from a plain function
+
+
+def werkzeug_request_application():
+    """Werkzeug's decorator: `application(*args)`, wrapping a function of the request."""
+
+    @werkzeug.wrappers.Request.application
+    def app(request):
+        return werkzeug.wrappers.Response("wsgi", mimetype="text/plain")
+
+    return app
+
+
 def flask_app():
     app = flask.Flask("detected")
     app.add_url_rule("/", "index", lambda: flask.Response("wsgi", mimetype="text/plain"))
@@ -221,6 +246,9 @@ APPS_BY_KIND = {
     "wsgi-function": (lambda: wsgi_function, b"wsgi"),
     "wsgi-object": (WsgiObject, b"wsgi"),
     "flask": (flask_app, b"wsgi"),
+    "asgi-decorated": (asgi_decorated, b"asgi"),
+    "asgi-sync-three-arguments": (lambda: asgi_sync_function, b"asgi"),
+    "werkzeug-request-application": (werkzeug_request_application, b"wsgi"),
 }
 
 

@@ -3,7 +3,7 @@ app is tests/apps/wsgi_app.py): the interface chosen by flag, by SWORDFISH_INTER
 by auto-detection, `--threads`, the environ of a real process (no os.environ leaking in,
 not on the main thread), SIGTERM with a request in flight and with idle keep-alive
 connections, the graceful timeout with a stuck app thread, `--workers 2`
-(wsgi.multiprocess), `--uds`, TLS, `--limit-concurrency`, `--max-requests`, and
+(wsgi.multiprocess), `--worker-cpu-affinity`, `--uds`, TLS, `--limit-concurrency`, `--max-requests`, and
 `swordfish.serve(app, interface="wsgi")`.
 
 Every wait is on an observable event (a log line, a response, a process exit) with a
@@ -196,6 +196,98 @@ def test_two_workers_are_multiprocess():
         assert srv.proc.pid not in pids
         assert srv.stop() == 0, srv.log()
     assert all(e["wsgi"]["wsgi.multiprocess"] is True for e in envs)
+
+
+ALLOWED = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+pinning = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no sched_setaffinity")
+
+
+def thread_cpus(pid):
+    """The CPUs each thread of pid may run on: {tid: [cpu, ...]}."""
+    found = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            found[int(tid)] = sorted(os.sched_getaffinity(int(tid)))
+        except ProcessLookupError:  # ended meanwhile
+            pass
+    return found
+
+
+def app_thread_cpus(port, pids):
+    """GET /cpus until each pid has answered: {pid: the CPUs of the app thread that served}."""
+    seen = {}
+    deadline = time.monotonic() + DEADLINE
+    with ThreadPoolExecutor(4) as pool:
+        while set(seen) != pids:
+            assert time.monotonic() < deadline, seen
+            for status, body in pool.map(lambda _: http(port, "/cpus"), range(8)):
+                assert status == 200, body
+                answer = json.loads(body)
+                seen[answer["pid"]] = answer["cpus"]
+    return seen
+
+
+def started_on(srv, count, start=0):
+    """The CPU of each of the next count workers the supervisor started, from its log
+    ({pid: cpu or None}), and the log line of the last."""
+    found, at = {}, start
+    for _ in range(count):
+        m, at = srv.wait_line(r"started worker (\d+)(?: to replace \d+)?(?: on CPU (\d+))?$", start=at)
+        found[int(m.group(1))] = None if m.group(2) is None else int(m.group(2))
+        at += 1
+    return found, at
+
+
+@pinning
+def test_worker_cpu_affinity_on_pins_each_worker_and_its_replacement():
+    with Cli("--port", "0", "--interface", "wsgi", "--workers", "2", "--worker-cpu-affinity", "on",
+             "--no-access-log") as srv:
+        cpu_of, at = started_on(srv, 2)
+        assert sorted(cpu_of.values()) == sorted([ALLOWED[0], ALLOWED[1 % len(ALLOWED)]]), srv.log()
+        srv.wait_line(r"serving on .*\(pid \d+\)", count=2)
+        port = srv.port()
+        # Threads started after the worker was (its app threads) are confined too.
+        assert app_thread_cpus(port, set(cpu_of)) == {pid: [cpu] for pid, cpu in cpu_of.items()}
+        for pid, cpu in cpu_of.items():
+            assert set(map(tuple, thread_cpus(pid).values())) == {(cpu,)}, (pid, cpu)
+        victim = max(cpu_of, key=cpu_of.get)
+        os.kill(victim, signal.SIGKILL)
+        replacement, _ = started_on(srv, 1, start=at)
+        assert list(replacement.values()) == [cpu_of[victim]], srv.log()
+        assert srv.stop() == 0, srv.log()
+
+
+@pinning
+@pytest.mark.skipif(not 2 <= len(ALLOWED) <= 8, reason="as many workers as CPUs: 2 to 8 CPUs")
+@pytest.mark.parametrize("workers, mode, pinned", [
+    (len(ALLOWED), "auto", True),
+    (len(ALLOWED) + 1, "auto", False),
+    (len(ALLOWED), "off", False),
+])
+def test_worker_cpu_affinity_auto_pins_as_many_workers_as_cpus(workers, mode, pinned):
+    with Cli("--port", "0", "--interface", "wsgi", "--workers", str(workers), "--worker-cpu-affinity", mode,
+             "--no-access-log") as srv:
+        cpu_of, _ = started_on(srv, workers)
+        srv.wait_line(r"serving on .*\(pid \d+\)", count=workers)
+        if pinned:
+            assert sorted(cpu_of.values()) == ALLOWED, srv.log()
+        else:
+            assert set(cpu_of.values()) == {None}, srv.log()
+        for pid, cpu in cpu_of.items():
+            want = [cpu] if pinned else ALLOWED
+            assert all(cpus == want for cpus in thread_cpus(pid).values()), (pid, thread_cpus(pid))
+        assert srv.stop() == 0, srv.log()
+
+
+@pinning
+def test_worker_cpu_affinity_on_confines_a_single_process():
+    with Cli("--port", "0", "--interface", "wsgi", "--worker-cpu-affinity", "on") as srv:
+        port = srv.port()
+        pid = answering(port)
+        assert pid == srv.proc.pid
+        assert app_thread_cpus(port, {pid}) == {pid: [ALLOWED[0]]}
+        assert all(cpus == [ALLOWED[0]] for cpus in thread_cpus(pid).values()), thread_cpus(pid)
+        assert srv.stop() == 0, srv.log()
 
 
 def test_unix_socket(tmp_path):

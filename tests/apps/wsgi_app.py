@@ -10,6 +10,7 @@ GET /barrier?n=N      -> "ok" once N requests are in the app at once (a 500 afte
 POST /echo            -> the request body
 GET /sched?burn=MS    -> JSON, after MS ms of CPU: the scheduling policy of the thread
                          serving, and those of the pool's idle watchers
+GET /cpus             -> JSON: this pid and the CPUs the thread serving may run on
 """
 
 import json
@@ -68,6 +69,10 @@ def _routes(environ, start_response):
         while time.thread_time() < end:
             pass
         body = json.dumps({"policy": os.sched_getscheduler(0), "watchers": _watcher_policies()}).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+    if path == "/cpus":
+        body = json.dumps({"pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0))}).encode()
         start_response("200 OK", [("Content-Type", "application/json")])
         return [body]
     start_response("404 Not Found", TEXT)

@@ -9,6 +9,7 @@ import sys
 
 from .. import __version__
 from .config import Config
+from .affinity import pin_this_process, worker_cpus
 from .logs import configure_logging
 from .process import PidFile, activated_socket, load_env_file
 from .server import run
@@ -161,12 +162,19 @@ def start(config, notify_fd=None, metrics=None):
         print(f"swordfish: cannot load --env-file: {exc}", file=sys.stderr)
         return 2
     try:
+        cpus = worker_cpus(config.worker_cpu_affinity, config.workers)
+    except ValueError as exc:
+        print(f"swordfish: {exc}", file=sys.stderr)
+        return 2
+    if cpus is not None and not supervised and notify_fd is None:
+        pin_this_process(cpus[0])
+    try:
         if supervised:
             # The supervisor does not import the app: each worker does (a worker that
             # cannot exits with 2 and the supervisor with it, unless it reloads).
             from .supervisor import Supervisor
 
-            supervisor = Supervisor(config)
+            supervisor = Supervisor(config, cpus)
         else:
             config.load_app()
     except Exception as exc:  # a clear line, not a traceback, for a wrong APP

@@ -174,9 +174,10 @@ SETTINGS = [
     S("fd", int, None, "serve on this inherited, already-listening socket descriptor", least=0, metavar="FD",
       doc="a socket systemd passes (socket activation: `LISTEN_FDS`, `LISTEN_PID`) is taken as this one"),
     S("factory", bool, False, "APP is a factory: call it to get the app"),
-    S("interface", str, "auto", "the app's interface (auto: an `async def` app or `__call__` is ASGI, a callable "
-      "of two arguments WSGI)", choices=("auto", "asgi", "wsgi"),
-      doc="a callable that is neither (say `*args`) is served as ASGI, with a warning"),
+    S("interface", str, "auto", "the app's interface (auto: an `async def` app or `__call__` is ASGI, any other "
+      "callable that takes two arguments WSGI)", choices=("auto", "asgi", "wsgi"),
+      doc="looked through partials and decorators; a callable that takes three arguments but not two is ASGI, "
+          "and one that takes neither is served as ASGI, with a warning"),
     S("threads", int, 256, "WSGI: the most threads the app runs on (never the loop's)", least=1,
       doc="started as needed: a waiting request gets another thread only when none is serving or the "
           "process leaves part of a CPU idle (the threads serving are blocked, not busy); a WSGI app "
@@ -260,6 +261,11 @@ SETTINGS = [
       doc="the supervisor binds the socket (or takes `--fd`), restarts a worker that dies, and on "
           "SIGTERM/SIGINT stops accepting at once and stops the workers gracefully (killed "
           "`--timeout-graceful-shutdown` + 2 s later; a second signal kills at once)"),
+    S("worker_cpu_affinity", str, "auto", "confine each worker process to a CPU of its own: auto does when "
+      "there are as many workers as CPUs the server may use", choices=("auto", "on", "off"), supervisor_only=True,
+      doc="worker k gets the k-th of those CPUs (modulo their count; a replacement gets its predecessor's); "
+          "keeps the hand-offs between a worker's loop and its WSGI threads on one CPU; with one process, "
+          "`on` confines it to the first"),
     S("metrics", bool, False, "serve Prometheus metrics, summed over the workers, at "
       "http://METRICS_ADDRESS:METRICS_PORT/metrics", supervisor_only=True,
       doc="runs the supervisor even with one worker, which answers on a thread of its own (while workers "

@@ -34,6 +34,8 @@ and `M` once it has served `--max-requests`.
   replace go on serving the code they loaded, and the next change tries again.
 - `--metrics`: each worker gets a slot of the shared counters (`--worker-metrics FD:SLOT`),
   taken back when it is reaped; the endpoint (metrics.py) runs on a thread of its own.
+- `--worker-cpu-affinity` (affinity.py): each worker holds a place, 0 to N-1, that its
+  replacement takes over; the place picks its CPU, set in the child before it runs Python.
 """
 
 import logging
@@ -95,18 +97,29 @@ def bind_socket(config):
     return sock
 
 
-def _parent_death_signal():
-    """Linux: a preexec_fn that has the worker get SIGTERM if the supervisor dies without
-    stopping it (looked up here, in the parent: nothing is imported after fork)."""
+def _prctl():
+    """Linux's prctl, looked up here in the parent (nothing is imported after fork), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         import ctypes
 
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        return ctypes.CDLL(None, use_errno=True).prctl
     except Exception:
         return None
 
+
+def _preexec(prctl, cpu):
+    """A worker's preexec_fn: SIGTERM to it if the supervisor dies without stopping it, and
+    its CPU (inherited by every thread it starts); None if there is nothing to do."""
+    if prctl is None and cpu is None:
+        return None
+
     def preexec():
-        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if prctl is not None:
+            prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
 
     return preexec
 
@@ -123,18 +136,20 @@ class Worker:
         self.kill_at = None
         self.last_beat = None  # when it last wrote to its pipe (set once it listens)
         self.slot = None  # its slot of the shared counters (--metrics)
+        self.place = None  # 0..N-1, passed on to its replacement (--worker-cpu-affinity)
 
 
 class Supervisor:
-    def __init__(self, config):
+    def __init__(self, config, cpus=None):
         self.config = config
+        self.cpus = cpus  # the CPU of each worker place, or None (affinity.worker_cpus)
         self.argv = worker_argv(config)  # each worker runs it with `--fd` and `--workers 1` added
         self.workers = []
         self.stopping = False
         self.exit_code = 0
         self.sock = None
         self.sel = None
-        self.preexec = _parent_death_signal() if sys.platform.startswith("linux") else None
+        self.prctl = _prctl()
         self.watch = None
         self.next_look = None  # when the watched files are looked at next (--reload)
         self.next_rss = None  # when the workers' memory is looked at next (--workers-max-rss)
@@ -270,7 +285,13 @@ class Supervisor:
         restarts = max(0, self.counters.started - self.config.workers)
         return render(self.counters.totals(), serving, restarts)
 
+    def _free_place(self):
+        taken = {w.place for w in self.workers if not w.stopping}
+        return next((p for p in range(self.config.workers) if p not in taken), len(self.workers))
+
     def _spawn(self, predecessor=None):
+        place = predecessor.place if predecessor is not None else self._free_place()
+        cpu = self.cpus[place % len(self.cpus)] if self.cpus else None
         rfd, wfd = os.pipe()
         cmd = [sys.executable, "-m", "swordfish", *self.argv,
                "--fd", str(self.sock.fileno()), "--workers", "1", "--worker-notify-fd", str(wfd)]
@@ -284,7 +305,7 @@ class Supervisor:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
         env.update(worker_env(self.config))
         try:
-            proc = subprocess.Popen(cmd, env=env, pass_fds=fds, preexec_fn=self.preexec)
+            proc = subprocess.Popen(cmd, env=env, pass_fds=fds, preexec_fn=_preexec(self.prctl, cpu))
         except BaseException:
             if slot is not None:
                 self.counters.release(slot)
@@ -295,9 +316,11 @@ class Supervisor:
         os.set_blocking(rfd, False)  # a grandchild may hold the write end after the worker exits
         w = Worker(proc, rfd, predecessor)
         w.slot = slot
+        w.place = place
         self.workers.append(w)
         self.sel.register(rfd, selectors.EVENT_READ, w)
-        logger.info("started worker %d%s", w.pid, f" to replace {predecessor.pid}" if predecessor else "")
+        logger.info("started worker %d%s%s", w.pid, f" to replace {predecessor.pid}" if predecessor else "",
+                    f" on CPU {cpu}" if cpu is not None else "")
         return w
 
     def _message(self, w):

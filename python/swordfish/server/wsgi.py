@@ -13,39 +13,47 @@ errors_logger = logging.getLogger("swordfish.wsgi")
 
 
 def _is_coroutine_callable(obj):
-    while isinstance(obj, functools.partial):
-        obj = obj.func
-    if inspect.iscoroutinefunction(obj):
-        return True
+    """An `async def` function, through partials and decorators that keep `__wrapped__`,
+    or an object whose `__call__` is one."""
+    while True:
+        while isinstance(obj, functools.partial):
+            obj = obj.func
+        if inspect.iscoroutinefunction(obj):
+            return True
+        inner = getattr(obj, "__wrapped__", None) if inspect.isfunction(obj) else None
+        if inner is None:
+            break
+        obj = inner
     call = getattr(obj, "__call__", None)  # noqa: B004 - a class instance's own __call__
     return call is not None and not inspect.isfunction(obj) and inspect.iscoroutinefunction(call)
 
 
-def _positional_count(obj):
-    """How many positional arguments `obj` takes (None if it cannot be told)."""
+def _takes(obj, count):
+    """Whether obj can be called with `count` positional arguments (None if its signature
+    cannot be read). The callable's own signature, not a decorated function's: a decorator
+    taking `*args` (Werkzeug's `Request.application`) is called with what it takes."""
     try:
-        sig = inspect.signature(obj)
+        sig = inspect.signature(obj, follow_wrapped=False)
     except (TypeError, ValueError):
         return None
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    params = [p for p in sig.parameters.values() if p.kind in kinds and p.default is inspect.Parameter.empty]
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in sig.parameters.values()):
-        return None
-    return len(params)
+    try:
+        sig.bind(*range(count))
+    except TypeError:
+        return False
+    return True
 
 
 def detect_interface(app):
-    """'asgi' or 'wsgi' for `--interface auto`: an `async def` (function, or a class's
-    `__call__`) is ASGI; otherwise a callable taking two positional arguments (environ,
-    start_response) is WSGI and one taking three (scope, receive, send) is ASGI. Anything
-    else (say `*args`) is ambiguous and served as ASGI, with a warning to pass
-    `--interface`."""
+    """'asgi' or 'wsgi' for `--interface auto`. An `async def` app (function, or a class's
+    `__call__`; through partials and decorators) is ASGI. Otherwise an app that can be
+    called with two positional arguments (environ, start_response) is WSGI, and one that
+    takes three but not two (scope, receive, send: a function returning the coroutine) is
+    ASGI. Anything else is served as ASGI, with a warning to pass `--interface`."""
     if _is_coroutine_callable(app):
         return "asgi"
-    count = _positional_count(app)
-    if count == 2:
+    if _takes(app, 2):
         return "wsgi"
-    if count != 3:
+    if not _takes(app, 3):
         logging.getLogger("swordfish.error").warning(
             "cannot tell whether %r is an ASGI or a WSGI app: serving it as ASGI (pass --interface to choose)", app)
     return "asgi"
