@@ -167,7 +167,11 @@ def start(config, notify_fd=None, metrics=None):
         print(f"swordfish: {exc}", file=sys.stderr)
         return 2
     if cpus is not None and not supervised and notify_fd is None:
-        pin_this_process(cpus[0])
+        try:
+            pin_this_process(cpus[0])
+        except OSError as exc:
+            print(f"swordfish: cannot confine the server to CPU {cpus[0]}: {exc}", file=sys.stderr)
+            return 2
     try:
         if supervised:
             # The supervisor does not import the app: each worker does (a worker that

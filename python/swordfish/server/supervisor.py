@@ -119,7 +119,10 @@ def _preexec(prctl, cpu):
         if prctl is not None:
             prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
+            try:
+                os.sched_setaffinity(0, {cpu})
+            except OSError:  # the CPU went offline since the supervisor looked: unpinned
+                pass
 
     return preexec
 
