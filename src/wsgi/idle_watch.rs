@@ -4,6 +4,9 @@
 //! was woken for them because the process looked busy: one more thread is woken, and the
 //! CPU serves instead of idling. A look at the process's CPU use would come too late or
 //! too often; the kernel knows the moment exactly. It costs nothing while the CPU is busy.
+//! It only wakes idle threads and never starts one: a thread starts in its creator's class,
+//! and an unprivileged thread cannot leave the idle class (the pool's own looks start
+//! threads).
 //!
 //! Also the app threads' class. Under load they run as `SCHED_BATCH`: a thread woken (back
 //! from a database call, or for a request) does not preempt the running one, which most
@@ -11,8 +14,8 @@
 //! thread blocks or yields. At low load they stay in the normal class, where a thread back
 //! from its database call runs at once. docs/design.md has the measurements.
 
-use super::pool::{Pool, Shared};
-use std::sync::{Arc, Weak};
+use super::pool::Shared;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the watcher waits before it looks again when the CPUs it may run on are idle
@@ -30,12 +33,19 @@ fn set_class(policy: libc::c_int) -> bool {
 
 /// An app thread's scheduling class: batch while the process is loaded, normal otherwise
 /// (at low load a thread back from its database call should run at once).
-#[derive(Default)]
 pub(super) struct Class {
     batch: bool,
 }
 
 impl Class {
+    /// The calling thread's class, set to normal: a thread starts in its creator's class,
+    /// and app threads in the batch class start threads too.
+    pub(super) fn normal() -> Class {
+        #[cfg(target_os = "linux")]
+        set_class(libc::SCHED_OTHER);
+        Class { batch: false }
+    }
+
     pub(super) fn follow(&mut self, loaded: bool) {
         if loaded == self.batch {
             return;
@@ -59,21 +69,21 @@ fn cpus_allowed() -> u32 {
     u32::try_from(unsafe { libc::CPU_COUNT(&set) }).unwrap_or(0)
 }
 
-/// Start the watcher of `shared` (`pool`: to start threads with). Where the kernel has no
-/// idle class nothing is started: the pool's periodic looks remain.
-pub(super) fn start(shared: Arc<Shared>, pool: Weak<Pool>) {
+/// Start the watcher of `shared`. Where the kernel has no idle class nothing is started:
+/// the pool's periodic looks remain.
+pub(super) fn start(shared: Arc<Shared>) {
     #[cfg(target_os = "linux")]
     {
         let spawned = std::thread::Builder::new().name("swordfish-wsgi-idle".into()).spawn(move || {
             if set_class(libc::SCHED_IDLE) {
-                watch(&shared, &pool, cpus_allowed() == 1);
+                watch(&shared, cpus_allowed() == 1);
             }
         });
         // Never joined: it ends when the pool stops, and holds no Python object.
         drop(spawned);
     }
     #[cfg(not(target_os = "linux"))]
-    drop((shared, pool));
+    drop(shared);
 }
 
 /// Runs only when a CPU it may run on is idle. On one CPU that is exactly when every
@@ -81,7 +91,7 @@ pub(super) fn start(shared: Arc<Shared>, pool: Weak<Pool>) {
 /// of this process holds the GIL, so a thread is woken only if the process's CPU use
 /// leaves room for one.
 #[cfg(target_os = "linux")]
-fn watch(shared: &Shared, pool: &Weak<Pool>, one_cpu: bool) {
+fn watch(shared: &Shared, one_cpu: bool) {
     let mut st = shared.lock();
     loop {
         if st.stopping {
@@ -89,15 +99,12 @@ fn watch(shared: &Shared, pool: &Weak<Pool>, one_cpu: bool) {
         }
         if st.uncovered() {
             if one_cpu || !st.cpu_busy() {
-                // The strong reference lives only while a thread is woken or started.
-                let hired = match pool.upgrade() {
-                    Some(pool) => pool.hire(st),
-                    None => return,
-                };
-                st = shared.lock();
-                if hired {
+                if let Some(thread) = st.idle.pop() {
+                    drop(st);
+                    thread.unpark();
                     // The thread woken preempts this one; the next look comes with the
                     // next idle moment.
+                    st = shared.lock();
                     continue;
                 }
             } else {
@@ -115,5 +122,46 @@ fn watch(shared: &Shared, pool: &Weak<Pool>, one_cpu: bool) {
             Err(poisoned) => poisoned.into_inner(),
         };
         st.watcher_waiting = false;
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn policy() -> libc::c_int {
+        // SAFETY: pid 0 is the calling thread.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
+    /// A thread started by the watcher begins in the idle class; `Class::normal` takes it out.
+    #[test]
+    fn a_thread_started_from_the_idle_class_is_made_normal() {
+        let policies = std::thread::spawn(|| {
+            assert!(set_class(libc::SCHED_IDLE));
+            std::thread::spawn(|| {
+                let inherited = policy();
+                let _class = Class::normal();
+                (inherited, policy())
+            })
+            .join()
+            .unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(policies, (libc::SCHED_IDLE, libc::SCHED_OTHER));
+    }
+
+    #[test]
+    fn class_follows_the_load() {
+        std::thread::spawn(|| {
+            let mut class = Class::normal();
+            class.follow(true);
+            assert_eq!(policy(), libc::SCHED_BATCH);
+            class.follow(false);
+            assert_eq!(policy(), libc::SCHED_OTHER);
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -108,7 +108,7 @@ pub(super) struct PoolState {
     /// Requests submitted, oldest first.
     jobs: VecDeque<Arc<Exchange>>,
     /// Threads waiting for work, not woken, the last to go idle on top.
-    idle: Vec<Thread>,
+    pub(super) idle: Vec<Thread>,
     /// Threads serving a request.
     serving: usize,
     /// Threads started and not ended.
@@ -243,7 +243,7 @@ impl Pool {
         }
         st.jobs.push_back(ex);
         if !std::mem::replace(&mut st.watcher_started, true) {
-            idle_watch::start(self.shared.clone(), Arc::downgrade(self));
+            idle_watch::start(self.shared.clone());
         }
         self.more_hands(st);
         // If the serving threads are blocked, or the thread woken was already on its way to
@@ -273,7 +273,7 @@ impl Pool {
 
     /// Wake the thread that went idle last, or else start one if there is room; false if
     /// neither.
-    pub(super) fn hire(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>) -> bool {
+    fn hire(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>) -> bool {
         if let Some(thread) = st.idle.pop() {
             drop(st);
             thread.unpark();
@@ -294,7 +294,7 @@ impl Pool {
 
     /// An app thread: serve requests until the pool stops.
     fn work(self: Arc<Self>) {
-        let mut class = idle_watch::Class::default();
+        let mut class = idle_watch::Class::normal();
         Python::attach(|py| {
             let mut served = false;
             let mut turn = Turn::start();
