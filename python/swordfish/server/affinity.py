@@ -5,8 +5,8 @@ back) and share one GIL. Where those threads run on different CPUs, each hand-of
 thread on the other CPU, which costs far more than a switch on the same one (an
 inter-processor interrupt; on a virtual machine, an exit to the hypervisor). Confining the
 whole worker to one CPU keeps the hand-offs local: two WSGI workers on two CPUs, 400 users,
-went from 65-67k to 70-71k requests in 6 s (the ASGI server's figure on that machine) and
-their p95 from 7-9 ms to 2 ms (docs/design.md, "One CPU per worker").
+went from 61-67k to 69-71k requests in 6 s (the ASGI server's figure on that machine) and
+their p95 from 7-16 ms to 1.4-6.4 ms (docs/design.md, "One CPU per worker").
 
 `auto` does it only when there are as many workers as CPUs the server may use (the usual
 `--workers $(nproc)`, nginx's `worker_cpu_affinity auto`): every CPU then gets one worker,
@@ -15,8 +15,6 @@ every instance of the server on a host on the same first CPUs; that stays the ke
 choice unless `on` is asked for."""
 
 import os
-
-CHOICES = ("auto", "on", "off")
 
 
 def can_pin():

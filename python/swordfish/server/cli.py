@@ -8,8 +8,8 @@ import platform
 import sys
 
 from .. import __version__
-from .config import Config
 from .affinity import pin_this_process, worker_cpus
+from .config import Config
 from .logs import configure_logging
 from .process import PidFile, activated_socket, load_env_file
 from .server import run
