@@ -14,6 +14,8 @@
 //! thread blocks or yields. At low load they stay in the normal class, where a thread back
 //! from its database call runs at once. docs/design.md has the measurements.
 
+#[cfg(target_os = "linux")]
+use super::pool::PoolState;
 use super::pool::Shared;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,13 +101,14 @@ fn watch(shared: &Shared, one_cpu: bool) {
         }
         if st.uncovered() {
             if one_cpu || !st.cpu_busy() {
-                if let Some(thread) = st.idle.pop() {
-                    drop(st);
-                    thread.unpark();
+                match PoolState::wake_idle(st) {
                     // The thread woken preempts this one; the next look comes with the
                     // next idle moment.
-                    st = shared.lock();
-                    continue;
+                    Ok(()) => {
+                        st = shared.lock();
+                        continue;
+                    }
+                    Err(g) => st = g,
                 }
             } else {
                 st = match shared.queued.wait_timeout(st, RECHECK) {

@@ -108,7 +108,7 @@ pub(super) struct PoolState {
     /// Requests submitted, oldest first.
     jobs: VecDeque<Arc<Exchange>>,
     /// Threads waiting for work, not woken, the last to go idle on top.
-    pub(super) idle: Vec<Thread>,
+    idle: Vec<Thread>,
     /// Threads serving a request.
     serving: usize,
     /// Threads started and not ended.
@@ -159,6 +159,18 @@ impl PoolState {
         // itself, and looks again at what is left behind it.
         let on_the_way = self.running.saturating_sub(self.idle.len() + self.serving);
         !self.jobs.is_empty() && on_the_way == 0
+    }
+
+    /// Wake the thread that went idle last; the lock back if no thread is idle.
+    pub(super) fn wake_idle(mut st: MutexGuard<'_, Self>) -> Result<(), MutexGuard<'_, Self>> {
+        match st.idle.pop() {
+            Some(thread) => {
+                drop(st);
+                thread.unpark();
+                Ok(())
+            }
+            None => Err(st),
+        }
     }
 
     fn take(&mut self) -> Option<Arc<Exchange>> {
@@ -273,12 +285,11 @@ impl Pool {
 
     /// Wake the thread that went idle last, or else start one if there is room; false if
     /// neither.
-    fn hire(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>) -> bool {
-        if let Some(thread) = st.idle.pop() {
-            drop(st);
-            thread.unpark();
-            return true;
-        }
+    fn hire(self: &Arc<Self>, st: MutexGuard<'_, PoolState>) -> bool {
+        let mut st = match PoolState::wake_idle(st) {
+            Ok(()) => return true,
+            Err(st) => st,
+        };
         if st.running >= self.shared.threads {
             return false;
         }
