@@ -82,15 +82,22 @@ impl LoopCore {
         }
 
         // Only a waiting poll releases the GIL.
+        // Threads woken by this iteration's callbacks are unparked now, once the GIL is
+        // released if the poll waits (see `unpark_on_release`).
         let events = if skip_poll {
+            this.release_handoffs();
             Vec::new()
         } else {
             let mut guard = lock(&this.poller)?;
             let poller: &mut Poller = &mut guard;
             let result = if timeout == Some(Duration::ZERO) {
+                this.release_handoffs();
                 poller.poll(timeout)
             } else {
-                let r = py.detach(|| poller.park(timeout, deadline, watching));
+                let r = py.detach(|| {
+                    this.release_handoffs();
+                    poller.park(timeout, deadline, watching)
+                });
                 this.parked.store(false, Ordering::SeqCst);
                 r
             };

@@ -97,6 +97,10 @@ pub struct LoopCore {
     /// Whether `create_future`/`create_task` make swordfish's native futures and tasks
     /// (`crate::tasks`) when nothing asks for the C ones (debug mode, a task factory).
     native_tasks: AtomicBool,
+    /// Threads to unpark once the loop lets the GIL go (see `unpark_on_release`), and
+    /// whether there are any (looked at every iteration, without the lock).
+    handoffs: Mutex<Vec<std::thread::Thread>>,
+    handoffs_held: AtomicBool,
 }
 
 impl LoopCore {
@@ -116,6 +120,31 @@ impl LoopCore {
     pub(crate) fn recv_buffer<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         let taken = self.recv_spare.lock(py).ok()?.take();
         taken.map(|b| b.into_bound(py))
+    }
+
+    /// Unpark `thread` once the loop lets the GIL go: just before its next waiting poll
+    /// (with the GIL released), or before a poll that does not wait, or when the loop stops
+    /// or closes. For the loop's thread, which holds the GIL. A thread that needs the GIL
+    /// and is unparked at once runs (the scheduler lets a thread just woken preempt the one
+    /// that woke it) only to find the GIL taken, and sleeps again until the loop lets it go:
+    /// two switches for nothing, at every hand-over from the loop to a thread
+    /// (docs/design.md, WSGI, has the measurements).
+    pub(crate) fn unpark_on_release(&self, thread: std::thread::Thread) {
+        self.handoffs().push(thread);
+        self.handoffs_held.store(true, Ordering::Release);
+    }
+
+    /// Unpark the threads `unpark_on_release` holds.
+    pub(super) fn release_handoffs(&self) {
+        if self.handoffs_held.load(Ordering::Relaxed) && self.handoffs_held.swap(false, Ordering::Acquire) {
+            let threads = std::mem::take(&mut *self.handoffs());
+            threads.into_iter().for_each(|t| t.unpark());
+        }
+    }
+
+    fn handoffs(&self) -> std::sync::MutexGuard<'_, Vec<std::thread::Thread>> {
+        // A list of threads is whole whatever panicked while it was held.
+        self.handoffs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Keep a read buffer for the next read, if nothing else refers to it.
@@ -142,6 +171,8 @@ impl LoopCore {
             registry,
             waker,
             parked: AtomicBool::new(false),
+            handoffs: Mutex::new(Vec::new()),
+            handoffs_held: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             shared: Arc::new(LoopShared::default()),
             task_factory: GilCell::new(None),
@@ -271,6 +302,7 @@ impl LoopCore {
         if let Ok(mut st) = this.state.lock(slf.py()) {
             st.stopping = false;
         }
+        this.release_handoffs();
         result
     }
 
@@ -281,6 +313,7 @@ impl LoopCore {
     /// Mark closed and drop every queued callback, timer and watcher.
     fn _close_core(&self, py: Python<'_>) -> PyResult<()> {
         self.closed.store(true, Ordering::SeqCst);
+        self.release_handoffs();
         let (ready, timers, io, deferred) = {
             let mut st = self.state.lock(py)?;
             let io: Vec<(RawFd, IoEntry)> = st.io.drain().collect();

@@ -44,7 +44,7 @@ impl WsgiApp {
             Some(s) => s.extract::<String>()?.into_bytes(),
             None => Vec::new(),
         };
-        let bridge = Py::new(py, WsgiBridge::new(loop_, logger, sendfile))?;
+        let bridge = Py::new(py, WsgiBridge::new(py, loop_, logger, sendfile))?;
         let ctx = AppContext { app, environ: environ.unbind(), bridge, root_path, keys: Default::default() };
         Ok(WsgiApp { pool: Arc::new(Pool::new(ctx, threads)) })
     }

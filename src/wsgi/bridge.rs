@@ -6,6 +6,7 @@
 
 use super::exchange::Exchange;
 use super::pool::Pool;
+use crate::event_loop::LoopCore;
 use crate::http::body::BodyRead;
 use crate::http::head::ResponseHead;
 use crate::http::protocol::HttpProtocol;
@@ -50,6 +51,9 @@ const WSGI_APP_END: AppEnd = AppEnd {
 pub struct WsgiBridge {
     queue: Mutex<Vec<Post>>,
     pub lp: Py<PyAny>,
+    /// `lp` when it is swordfish's loop: a thread woken on the loop's thread is unparked
+    /// when the loop lets the GIL go (`LoopCore::unpark_on_release`).
+    pub core: Option<Py<LoopCore>>,
     logger: Py<PyAny>,
     /// `sendfile(protocol, transport, file, offset, size, gen, done)`: the coroutine that
     /// sends a file as a response body and calls `done(ok)`; None where the loop cannot.
@@ -57,8 +61,9 @@ pub struct WsgiBridge {
 }
 
 impl WsgiBridge {
-    pub fn new(lp: Py<PyAny>, logger: Py<PyAny>, sendfile: Option<Py<PyAny>>) -> WsgiBridge {
-        WsgiBridge { queue: Mutex::new(Vec::new()), lp, logger, sendfile }
+    pub fn new(py: Python<'_>, lp: Py<PyAny>, logger: Py<PyAny>, sendfile: Option<Py<PyAny>>) -> WsgiBridge {
+        let core = lp.bind(py).cast::<LoopCore>().ok().map(|c| c.clone().unbind());
+        WsgiBridge { queue: Mutex::new(Vec::new()), lp, core, logger, sendfile }
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Post>> {

@@ -101,7 +101,7 @@ fn watch(shared: &Shared, one_cpu: bool) {
         }
         if st.uncovered() {
             if one_cpu || !st.cpu_busy() {
-                match PoolState::wake_idle(st) {
+                match PoolState::wake_idle(st, |t| t.unpark()) {
                     // The thread woken preempts this one; the next look comes with the
                     // next idle moment.
                     Ok(()) => {

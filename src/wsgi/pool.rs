@@ -15,7 +15,8 @@
 //! it. The thread woken is the one that went idle last: its stack and the app's objects it
 //! touched are still in the caches, and the threads a burst started sleep on untouched.
 //! While the process keeps half a CPU busy or more, app threads run in the batch
-//! scheduling class (`idle_watch::Class`).
+//! scheduling class (`idle_watch::Class`). A thread the loop wakes is unparked when the loop
+//! lets the GIL go (`LoopCore::unpark_on_release`), not while the loop holds it.
 
 use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
 use super::environ::KeyCache;
@@ -80,6 +81,14 @@ pub struct Pool {
     /// A `StallCheck` is scheduled.
     check_armed: AtomicBool,
     shared: Arc<Shared>,
+}
+
+/// The thread that wakes an app thread. The loop's thread holds the GIL until its next
+/// poll, so a thread it wakes is unparked only then (`LoopCore::unpark_on_release`).
+#[derive(Clone, Copy)]
+enum Waker {
+    Loop,
+    AppThread,
 }
 
 /// The part of the pool the idle watcher holds too: no Python objects, so that the watcher
@@ -162,11 +171,14 @@ impl PoolState {
     }
 
     /// Wake the thread that went idle last; the lock back if no thread is idle.
-    pub(super) fn wake_idle(mut st: MutexGuard<'_, Self>) -> Result<(), MutexGuard<'_, Self>> {
+    pub(super) fn wake_idle(
+        mut st: MutexGuard<'_, Self>,
+        unpark: impl FnOnce(Thread),
+    ) -> Result<(), MutexGuard<'_, Self>> {
         match st.idle.pop() {
             Some(thread) => {
                 drop(st);
-                thread.unpark();
+                unpark(thread);
                 Ok(())
             }
             None => Err(st),
@@ -257,7 +269,7 @@ impl Pool {
         if !std::mem::replace(&mut st.watcher_started, true) {
             idle_watch::start(self.shared.clone());
         }
-        self.more_hands(st);
+        self.more_hands(st, Waker::Loop);
         // If the serving threads are blocked, or the thread woken was already on its way to
         // another request, nobody else would look at the queue until the next request.
         if !self.check_armed.swap(true, Ordering::Relaxed) {
@@ -268,7 +280,7 @@ impl Pool {
     }
 
     /// Wake an idle thread, or start one, for a queued request that needs one.
-    fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>) {
+    fn more_hands(self: &Arc<Self>, mut st: MutexGuard<'_, PoolState>, waker: Waker) {
         if !st.uncovered() {
             return;
         }
@@ -280,13 +292,17 @@ impl Pool {
             }
             return;
         }
-        self.hire(st);
+        self.hire(st, waker);
     }
 
     /// Wake the thread that went idle last, or else start one if there is room; false if
     /// neither.
-    fn hire(self: &Arc<Self>, st: MutexGuard<'_, PoolState>) -> bool {
-        let mut st = match PoolState::wake_idle(st) {
+    fn hire(self: &Arc<Self>, st: MutexGuard<'_, PoolState>, waker: Waker) -> bool {
+        let unpark = |thread: Thread| match (&self.ctx.bridge.get().core, waker) {
+            (Some(core), Waker::Loop) => core.get().unpark_on_release(thread),
+            _ => thread.unpark(),
+        };
+        let mut st = match PoolState::wake_idle(st, unpark) {
             Ok(()) => return true,
             Err(st) => st,
         };
@@ -321,7 +337,7 @@ impl Pool {
                     let loaded = st.cpu_load >= LOADED;
                     // Requests left waiting behind this one may need another thread.
                     if next.is_some() {
-                        self.more_hands(st);
+                        self.more_hands(st, Waker::AppThread);
                     }
                     (next, shared, loaded)
                 };
@@ -355,12 +371,16 @@ impl Pool {
     /// Wait, idle, until there is a request to take (None: the pool stops). A thread woken
     /// (taken off `idle`) for a request another thread took goes back on top of `idle`;
     /// a spurious wake finds itself still there.
-    fn wait_job(&self) -> Option<Arc<Exchange>> {
+    fn wait_job(self: &Arc<Self>) -> Option<Arc<Exchange>> {
         let me = std::thread::current();
         let mut st = self.lock();
         loop {
             if let Some(job) = st.take() {
                 st.leave_idle(&me);
+                // The loop counted this thread as on its way while it submitted more
+                // requests (the thread was unparked only after the loop's callbacks ran):
+                // those may need another thread.
+                self.more_hands(st, Waker::AppThread);
                 return Some(job);
             }
             if st.stopping {
@@ -450,7 +470,7 @@ impl StallCheck {
         let pool = &slf.get().pool;
         let st = pool.lock();
         let more = !st.jobs.is_empty() && !st.stopping;
-        pool.more_hands(st);
+        pool.more_hands(st, Waker::Loop);
         if more {
             // Still queued: look again (each look wakes at most one thread).
             let lp = &pool.ctx.bridge.get().lp;
