@@ -27,13 +27,21 @@ def nproc():
         return str(os.cpu_count())
 
 
+# What a run measures: a change to these not yet committed makes the commit "-dirty".
+MEASURED_PATHS = ("src", "python", "Cargo.toml", "Cargo.lock", "pyproject.toml")
+
+
 def git_commit(repo):
-    try:
-        return subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True,
+    """HEAD's short hash, with "-dirty" when the measured code differs from it."""
+    def git(*args):
+        return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True,
                               check=True).stdout.strip()
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED_PATHS)
     except (OSError, subprocess.CalledProcessError):
         return None
+    return f"{commit}-dirty" if changed else commit
 
 
 def replace_section(path, begin, end, text):
