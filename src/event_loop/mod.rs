@@ -124,7 +124,8 @@ impl LoopCore {
 
     /// Unpark `thread` once the loop lets the GIL go: just before its next waiting poll
     /// (with the GIL released), or before a poll that does not wait, or when the loop stops
-    /// or closes. For the loop's thread, which holds the GIL. A thread that needs the GIL
+    /// or closes (or its owner calls `release_handoffs`). For the loop's thread, which holds
+    /// the GIL. A thread that needs the GIL
     /// and is unparked at once runs (the scheduler lets a thread just woken preempt the one
     /// that woke it) only to find the GIL taken, and sleeps again until the loop lets it go:
     /// two switches for nothing, at every hand-over from the loop to a thread
@@ -135,7 +136,7 @@ impl LoopCore {
     }
 
     /// Unpark the threads `unpark_on_release` holds.
-    pub(super) fn release_handoffs(&self) {
+    pub(crate) fn release_handoffs(&self) {
         if self.handoffs_held.load(Ordering::Relaxed) && self.handoffs_held.swap(false, Ordering::Acquire) {
             let threads = std::mem::take(&mut *self.handoffs());
             threads.into_iter().for_each(|t| t.unpark());

@@ -411,6 +411,11 @@ impl Pool {
             }
             std::mem::take(&mut st.handles)
         };
+        // Threads the loop woke in this iteration wait for its next poll, which does not come
+        // while this call waits for them.
+        if let Some(core) = &self.ctx.bridge.get().core {
+            core.get().release_handoffs();
+        }
         let deadline = Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
         py.detach(|| {
             let mut st = self.lock();
