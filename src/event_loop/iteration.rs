@@ -81,17 +81,19 @@ impl LoopCore {
             this.release(py, t.into_bound(py).into_super().unbind());
         }
 
-        // Only a waiting poll releases the GIL.
-        // Threads woken by this iteration's callbacks are unparked now, once the GIL is
-        // released if the poll waits (see `unpark_on_release`).
-        let events = if skip_poll {
+        // Only a waiting poll releases the GIL. Threads woken by this iteration's callbacks
+        // are unparked now, after the GIL is released if the poll waits (see
+        // `unpark_on_release`).
+        let waits = !skip_poll && timeout != Some(Duration::ZERO);
+        if !waits {
             this.release_handoffs();
+        }
+        let events = if skip_poll {
             Vec::new()
         } else {
             let mut guard = lock(&this.poller)?;
             let poller: &mut Poller = &mut guard;
-            let result = if timeout == Some(Duration::ZERO) {
-                this.release_handoffs();
+            let result = if !waits {
                 poller.poll(timeout)
             } else {
                 let r = py.detach(|| {

@@ -125,11 +125,10 @@ impl LoopCore {
     /// Unpark `thread` once the loop lets the GIL go: just before its next waiting poll
     /// (with the GIL released), or before a poll that does not wait, or when the loop stops
     /// or closes (or its owner calls `release_handoffs`). For the loop's thread, which holds
-    /// the GIL. A thread that needs the GIL
-    /// and is unparked at once runs (the scheduler lets a thread just woken preempt the one
-    /// that woke it) only to find the GIL taken, and sleeps again until the loop lets it go:
-    /// two switches for nothing, at every hand-over from the loop to a thread
-    /// (docs/design.md, WSGI, has the measurements).
+    /// the GIL. A thread that needs the GIL and is unparked at once runs (the scheduler lets
+    /// a thread just woken preempt the one that woke it) only to find the GIL taken, and
+    /// sleeps again until the loop lets it go: two switches for nothing, at every hand-over
+    /// from the loop to a thread (docs/design.md, WSGI, has the measurements).
     pub(crate) fn unpark_on_release(&self, thread: std::thread::Thread) {
         self.handoffs().push(thread);
         self.handoffs_held.store(true, Ordering::Release);
