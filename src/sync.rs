@@ -92,6 +92,13 @@ fn reentered() -> PyErr {
     PyRuntimeError::new_err("swordfish: loop state re-entered while it was being changed")
 }
 
+/// Lock `m` even if a thread panicked while holding it: what is kept so (queues, flags,
+/// counters) is plain data that a panic cannot leave half-changed in a way that matters,
+/// and a poisoned lock must not stop the server from finishing its requests.
+pub fn lock_unpoisoned<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Lock the one structure that stays a `Mutex` because it is used with the GIL released (the
 /// poller). Only the loop's own thread takes it, so a busy lock means re-entry, as above.
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> PyResult<std::sync::MutexGuard<'_, T>> {

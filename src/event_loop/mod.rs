@@ -143,8 +143,7 @@ impl LoopCore {
     }
 
     fn handoffs(&self) -> std::sync::MutexGuard<'_, Vec<std::thread::Thread>> {
-        // A list of threads is whole whatever panicked while it was held.
-        self.handoffs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock_unpoisoned(&self.handoffs)
     }
 
     /// Keep a read buffer for the next read, if nothing else refers to it.

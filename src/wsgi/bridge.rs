@@ -12,6 +12,7 @@ use crate::http::head::ResponseHead;
 use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{AppEnd, Part, RespondError, Responded};
 use crate::pyutil::report_step;
+use crate::sync::lock_unpoisoned;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -67,10 +68,7 @@ impl WsgiBridge {
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Post>> {
-        match self.queue.lock() {
-            Ok(q) => q,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        lock_unpoisoned(&self.queue)
     }
 
     /// From an app thread (holding the GIL): queue `post`, and schedule the drain if the

@@ -6,6 +6,7 @@
 use super::pool::AppContext;
 use super::request::WsgiRequest;
 use crate::http::target::{method_str, percent_decode};
+use crate::sync::lock_unpoisoned;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -51,10 +52,7 @@ const KEY_CACHE: usize = 256;
 impl KeyCache {
     /// The key of the field `name`, or None for a field that is dropped (see `cgi_key`).
     fn key<'py>(&self, py: Python<'py>, name: &[u8]) -> PyResult<Option<Bound<'py, PyString>>> {
-        let mut cache = match self.0.lock() {
-            Ok(c) => c,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut cache = lock_unpoisoned(&self.0);
         // By the name as sent: clients spell each name the same way every time.
         if let Some(key) = cache.get(name) {
             return Ok(Some(key.bind(py).clone()));

@@ -5,6 +5,7 @@
 
 use super::request::WsgiRequest;
 use crate::http::protocol::HttpProtocol;
+use crate::sync::lock_unpoisoned;
 use pyo3::prelude::*;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -81,12 +82,9 @@ impl Exchange {
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Shared> {
-        match self.shared.lock() {
-            Ok(g) => g,
-            // A panic while holding the lock leaves plain data, still consistent enough to
-            // end the exchange.
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        // A panic while holding the lock leaves plain data, still consistent enough to end
+        // the exchange.
+        lock_unpoisoned(&self.shared)
     }
 
     /// Change the shared state and wake the app thread if it waits.

@@ -26,6 +26,7 @@ use super::response;
 use crate::http::body::BodyRead;
 use crate::http::conn::Expect;
 use crate::http::protocol::HttpProtocol;
+use crate::sync::lock_unpoisoned;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -105,10 +106,7 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn lock(&self) -> MutexGuard<'_, PoolState> {
-        match self.state.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        lock_unpoisoned(&self.state)
     }
 }
 

@@ -9,6 +9,7 @@ use super::bridge::{OutPart, Post, WsgiBridge};
 use super::exchange::{Exchange, Shared};
 use crate::http::head::{HeadBuilder, ResponseHead};
 use crate::http::ClientDisconnected;
+use crate::sync::lock_unpoisoned;
 use pyo3::exceptions::{PyAssertionError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -107,10 +108,7 @@ impl StartResponse {
     }
 
     fn reply(&self) -> MutexGuard<'_, Reply> {
-        match self.reply.lock() {
-            Ok(r) => r,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        lock_unpoisoned(&self.reply)
     }
 
     pub fn head_sent(&self) -> bool {
