@@ -133,10 +133,7 @@ static DATE: Mutex<DateCache> = Mutex::new(DateCache { second: u64::MAX, value: 
 /// once per second.
 pub fn http_date() -> [u8; 29] {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let mut cache = match DATE.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    };
+    let mut cache = crate::sync::lock_unpoisoned(&DATE);
     if cache.second != now {
         cache.second = now;
         cache.value = format_date(now);
