@@ -115,6 +115,7 @@ pub fn in_context<T>(py: Python<'_>, ctx: &Py<PyAny>, f: impl FnOnce() -> PyResu
         return Err(PyErr::fetch(py));
     }
     let result = f();
+    // SAFETY: the same context, entered above and still current.
     if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } != 0 {
         let exit_err = PyErr::fetch(py);
         return result.and(Err(exit_err));

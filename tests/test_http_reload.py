@@ -1,6 +1,7 @@
 """`--reload`: the files watched (FileWatch), and the supervisor replacing its workers when
-one changes: no request fails across a reload, a change that breaks the app leaves the old
-code serving until the next change, and the options reach the supervisor only.
+one changes: no request fails across a reload (of an ASGI and of a WSGI app), a change that
+breaks the app leaves the old code serving until the next change, and the options reach the
+supervisor only.
 
 Waits are on log lines and responses (see test_http_workers.Served), with deadlines."""
 
@@ -22,6 +23,12 @@ async def app(scope, receive, send):
         return
     await send({{"type": "http.response.start", "status": 200, "headers": []}})
     await send({{"type": "http.response.body", "body": {body!r}}})
+"""
+
+WSGI_APP = """
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Length", str(len({body!r})))])
+    return [{body!r}]
 """
 
 
@@ -94,8 +101,9 @@ def test_reload_options_stay_with_the_supervisor():
         worker_argv(Config(lambda: None, reload=True))
 
 
-def test_reload_replaces_the_worker_without_failing_a_request(tmp_path):
-    srv, path = serve_reloading(tmp_path, "reloaded", APP.format(body=b"v1"))
+@pytest.mark.parametrize("template", [APP, WSGI_APP], ids=["asgi", "wsgi"])
+def test_reload_replaces_the_worker_without_failing_a_request(tmp_path, template):
+    srv, path = serve_reloading(tmp_path, "reloaded", template.format(body=b"v1"))
     with srv:
         addr = srv.port()
         srv.wait_line(r"serving on ")
@@ -114,7 +122,7 @@ def test_reload_replaces_the_worker_without_failing_a_request(tmp_path):
         thread = threading.Thread(target=client)
         thread.start()
         try:
-            write(path, APP.format(body=b"v2"))
+            write(path, template.format(body=b"v2"))
             bump(path, 10**9)
             _, at = srv.wait_line(r"changed: .*reloaded\.py: reloading")
             srv.wait_line(r"worker \d+ listens: stopping worker \d+", start=at)

@@ -2,9 +2,10 @@
 app is tests/apps/wsgi_app.py): the interface chosen by flag, by SWORDFISH_INTERFACE and
 by auto-detection, `--threads`, the environ of a real process (no os.environ leaking in,
 not on the main thread), SIGTERM with a request in flight and with idle keep-alive
-connections, the graceful timeout with a stuck app thread, `--workers 2`
-(wsgi.multiprocess), `--worker-cpu-affinity`, `--uds`, TLS, `--limit-concurrency`, `--max-requests`, and
-`swordfish.serve(app, interface="wsgi")`.
+connections, the graceful timeout with a stuck app thread (and its log line), `--workers 2`
+(wsgi.multiprocess), `--worker-cpu-affinity`, `--uds`, `--fd`, TLS, `--limit-concurrency`, the
+request limits and timeouts, `--max-requests`, and `swordfish.serve(app, interface="wsgi")`.
+(`--reload` of a WSGI app is in test_http_reload.py.)
 
 Every wait is on an observable event (a log line, a response, a process exit) with a
 generous deadline for a loaded 2-core machine."""
@@ -12,6 +13,7 @@ generous deadline for a loaded 2-core machine."""
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -178,6 +180,7 @@ def test_graceful_timeout_ends_with_an_app_thread_still_busy():
         assert b"end" not in data
         assert srv.wait(20) == 0, srv.log()
         assert time.monotonic() - t0 < 15
+    assert "1 WSGI request(s) still running in the app at shutdown" in srv.log(), srv.log()
 
 
 def test_two_workers_are_multiprocess():
@@ -301,6 +304,23 @@ def test_unix_socket(tmp_path):
     assert not os.path.exists(path)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_inherited_socket(workers):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    try:
+        with Cli("--fd", str(sock.fileno()), "--interface", "wsgi", "--workers", str(workers), "--no-access-log",
+                 pass_fds=(sock.fileno(),)) as srv:
+            pid = answering(port)
+            assert (pid == srv.proc.pid) == (workers == 1)
+            assert http(port, "/echo", "POST", b"inherited") == (200, b"inherited")
+            assert srv.stop() == 0, srv.log()
+    finally:
+        sock.close()
+
+
 def test_tls(tls_files):
     cert, key = tls_files
     ctx = ssl.create_default_context(cafile=cert)
@@ -322,6 +342,46 @@ def test_limit_concurrency():
         assert http(port, "/pid")[0] == 503  # the one request allowed is in the app
         assert split_response(read_rest(s, data)) == (200, b"begin\nend\n")
         assert http(port, "/pid") == (200, str(srv.proc.pid).encode())
+        assert srv.stop() == 0, srv.log()
+
+
+def refused(port, raw):
+    """The status of the answer to raw, sent on a new connection; read_rest returns only
+    once the server has closed it."""
+    s = socket_to(port, timeout=DEADLINE)
+    s.sendall(raw)
+    status, _ = split_response(read_rest(s))
+    return status
+
+
+def closed_after(port, raw):
+    """raw sent on a new connection: (what the server sent before it closed the connection,
+    the seconds it took)."""
+    s = socket_to(port, timeout=DEADLINE)
+    t0 = time.monotonic()
+    s.sendall(raw)
+    data = read_rest(s)
+    return data, time.monotonic() - t0
+
+
+def test_request_limits_and_timeouts():
+    # The connection refuses what is over a limit before the app sees it, and closes a
+    # connection at its timeouts, as for ASGI.
+    with Cli("--port", "0", "--interface", "wsgi", "--limit-request-line", "100", "--limit-header-count", "5",
+             "--limit-body-size", "10", "--timeout-header-read", "0.3", "--timeout-keep-alive", "0.3") as srv:
+        port = srv.port()
+        answering(port)
+        head = b"Host: t\r\nConnection: close\r\n"
+        assert refused(port, b"GET /" + b"a" * 200 + b" HTTP/1.1\r\n" + head + b"\r\n") == 414
+        fields = b"".join(b"x-%d: 1\r\n" % i for i in range(6))
+        assert refused(port, b"GET /pid HTTP/1.1\r\n" + head + fields + b"\r\n") == 431
+        assert refused(port, b"POST /echo HTTP/1.1\r\n" + head + b"Content-Length: 11\r\n\r\n" + b"x" * 11) == 413
+        assert http(port, "/echo", "POST", b"x" * 10) == (200, b"x" * 10)
+        # Both timeouts are well under the defaults (10 s and 5 s).
+        data, took = closed_after(port, b"GET /pid HTTP/1.1\r\nHost: t\r\n")  # a head that never ends
+        assert took < 3 and data == b"", (data, took)
+        data, took = closed_after(port, b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")  # then idle
+        assert took < 3 and split_response(data) == (200, str(srv.proc.pid).encode()), (data, took)
         assert srv.stop() == 0, srv.log()
 
 

@@ -128,6 +128,7 @@ fn new_timerfd(registry: &Registry) -> Option<OwnedFd> {
     if raw < 0 {
         return None;
     }
+    // SAFETY: `raw` is the descriptor timerfd_create just returned, owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     registry.register(&mut SourceFd(&fd.as_raw_fd()), TIMER_TOKEN, Interest::READABLE).ok()?;
     Some(fd)
