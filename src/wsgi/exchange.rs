@@ -24,7 +24,7 @@ pub struct Shared {
     pub body_pos: usize,
     /// The whole body has arrived, or nothing more will.
     pub body_ended: bool,
-    /// The client left before the body's end.
+    /// The body ended before its end: the client left, or the connection refused the rest.
     pub truncated: bool,
     /// The app asked the loop for more of the body and has not been answered yet.
     pub asked: bool,

@@ -32,8 +32,13 @@ impl WsgiInput {
         loop {
             let ask = {
                 let mut s = self.ex.lock();
-                if s.truncated && s.buffered() == 0 {
-                    return Err(ClientDisconnected::new_err("the client disconnected before the body's end"));
+                // A body cut short is never passed off as a whole one: a read that the bytes
+                // buffered cannot satisfy fails (with chunked framing, a short read would
+                // look like the body's end to the app).
+                if s.truncated && !enough(&s) {
+                    return Err(ClientDisconnected::new_err(
+                        "the request body was cut short: the client left, or the server refused the rest",
+                    ));
                 }
                 if enough(&s) || s.body_ended {
                     return Ok(take(&mut s));
