@@ -61,6 +61,7 @@ def test_required_keys_of_a_get(loop):
                    b"Host: 127.0.0.1:" + str(port).encode() + b"\r\n"
                    b"X-Custom-Thing: v1\r\n"
                    b"X-Multi: a\r\nX-Multi: b\r\n"
+                   b"Cookie: a=1\r\nCookie: b=2\r\n"
                    b"X-Empty:\r\n"
                    b"X-Latin: caf\xe9\r\n"
                    b"User-Agent: probe/1\r\n\r\n")
@@ -83,6 +84,7 @@ def test_required_keys_of_a_get(loop):
     assert env["HTTP_HOST"] == f"127.0.0.1:{port}"
     assert env["HTTP_X_CUSTOM_THING"] == "v1"
     assert env["HTTP_X_MULTI"] == "a, b"
+    assert env["HTTP_COOKIE"] == "a=1; b=2"  # the one separator a cookie header knows
     assert env["HTTP_X_EMPTY"] == ""
     assert env["HTTP_X_LATIN"] == "caf\xe9"
     assert env["HTTP_USER_AGENT"] == "probe/1"

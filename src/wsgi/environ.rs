@@ -130,9 +130,13 @@ pub fn build<'py>(
             }
         };
         let value = latin1(py, value)?;
-        // Repeated fields are joined as one list (RFC 9110 §5.3).
+        // Repeated fields are joined as one list (RFC 9110 §5.3); cookies with "; ", the
+        // one separator a cookie header knows (RFC 6265 §4.2.1, RFC 9113 §8.2.3).
         let joined = match env.get_item(&key)? {
-            Some(before) => PyString::new(py, &format!("{}, {}", before.str()?.to_cow()?, value.to_cow()?)),
+            Some(before) => {
+                let sep = if name.eq_ignore_ascii_case(b"cookie") { "; " } else { ", " };
+                PyString::new(py, &format!("{}{sep}{}", before.str()?.to_cow()?, value.to_cow()?))
+            }
             None => value,
         };
         env.set_item(key, joined)?;
