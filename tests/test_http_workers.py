@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from apps.serving import ServeProcess, read_rest, socket_to, split_response, start_in_flight
+from apps.serving import ServeProcess, listening_socket, read_rest, socket_to, split_response, start_in_flight
 from swordfish.server.proxy import ProxyHeaders, TrustedHosts
 
 pytestmark = pytest.mark.timeout(180)
@@ -431,18 +431,11 @@ def test_proxy_headers_middleware():
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_fd(workers):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    fd = sock.fileno()
-    try:
-        with Served("--fd", str(fd), "--workers", str(workers), "--port", "1", pass_fds=(fd,)) as srv:
-            pid = answering(port)
-            assert pid != os.getpid() and (pid == srv.proc.pid) == (workers == 1)
-            assert srv.stop() == 0, srv.log()
-    finally:
-        sock.close()
+    with listening_socket() as (fd, port), \
+            Served("--fd", str(fd), "--workers", str(workers), "--port", "1", pass_fds=(fd,)) as srv:
+        pid = answering(port)
+        assert pid != os.getpid() and (pid == srv.proc.pid) == (workers == 1)
+        assert srv.stop() == 0, srv.log()
 
 
 def test_uds(tmp_path):

@@ -13,7 +13,6 @@ generous deadline for a loaded 2-core machine."""
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from apps.serving import ServeProcess, read_rest, socket_to, split_response, start_in_flight
+from apps.serving import ServeProcess, listening_socket, read_rest, socket_to, split_response, start_in_flight
 from httputil import free_port
 from netutil import tls_files  # noqa: F401 (fixture)
 
@@ -306,19 +305,13 @@ def test_unix_socket(tmp_path):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_inherited_socket(workers):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    try:
-        with Cli("--fd", str(sock.fileno()), "--interface", "wsgi", "--workers", str(workers), "--no-access-log",
-                 pass_fds=(sock.fileno(),)) as srv:
-            pid = answering(port)
-            assert (pid == srv.proc.pid) == (workers == 1)
-            assert http(port, "/echo", "POST", b"inherited") == (200, b"inherited")
-            assert srv.stop() == 0, srv.log()
-    finally:
-        sock.close()
+    with listening_socket() as (fd, port), \
+            Cli("--fd", str(fd), "--interface", "wsgi", "--workers", str(workers), "--no-access-log",
+                pass_fds=(fd,)) as srv:
+        pid = answering(port)
+        assert (pid == srv.proc.pid) == (workers == 1)
+        assert http(port, "/echo", "POST", b"inherited") == (200, b"inherited")
+        assert srv.stop() == 0, srv.log()
 
 
 def test_tls(tls_files):

@@ -9,6 +9,7 @@ blocking-socket helpers (a connection by port or unix socket, a request left in 
 everything until the close, a whole response split into status and body)."""
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -281,6 +282,19 @@ class ServeProcess(Subprocess):
             raise AssertionError(f"server did not exit within {timeout}s:\n{self.log()}")
         self.reader.join(5)
         return code
+
+
+@contextlib.contextmanager
+def listening_socket():
+    """A TCP socket listening on a free port of 127.0.0.1, for a server to inherit with
+    `--fd`: (its descriptor, the port); closed on exit."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield sock.fileno(), sock.getsockname()[1]
+    finally:
+        sock.close()
 
 
 def socket_to(addr, timeout=10, ctx=None):
