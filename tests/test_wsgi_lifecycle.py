@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from apps.serving import ServeProcess, listening_socket, read_rest, socket_to, split_response, start_in_flight
+from apps.serving import (ServeProcess, exchange, listening_socket, read_rest, socket_to, split_response,
+                          start_in_flight)
 from httputil import free_port
 from netutil import tls_files  # noqa: F401 (fixture)
 
@@ -338,15 +339,6 @@ def test_limit_concurrency():
         assert srv.stop() == 0, srv.log()
 
 
-def refused(port, raw):
-    """The status of the answer to raw, sent on a new connection; read_rest returns only
-    once the server has closed it."""
-    s = socket_to(port, timeout=DEADLINE)
-    s.sendall(raw)
-    status, _ = split_response(read_rest(s))
-    return status
-
-
 def closed_after(port, raw):
     """raw sent on a new connection: (what the server sent before it closed the connection,
     the seconds it took)."""
@@ -365,10 +357,10 @@ def test_request_limits_and_timeouts():
         port = srv.port()
         answering(port)
         head = b"Host: t\r\nConnection: close\r\n"
-        assert refused(port, b"GET /" + b"a" * 200 + b" HTTP/1.1\r\n" + head + b"\r\n") == 414
+        assert exchange(port, b"GET /" + b"a" * 200 + b" HTTP/1.1\r\n" + head + b"\r\n")[0] == 414
         fields = b"".join(b"x-%d: 1\r\n" % i for i in range(6))
-        assert refused(port, b"GET /pid HTTP/1.1\r\n" + head + fields + b"\r\n") == 431
-        assert refused(port, b"POST /echo HTTP/1.1\r\n" + head + b"Content-Length: 11\r\n\r\n" + b"x" * 11) == 413
+        assert exchange(port, b"GET /pid HTTP/1.1\r\n" + head + fields + b"\r\n")[0] == 431
+        assert exchange(port, b"POST /echo HTTP/1.1\r\n" + head + b"Content-Length: 11\r\n\r\n" + b"x" * 11)[0] == 413
         assert http(port, "/echo", "POST", b"x" * 10) == (200, b"x" * 10)
         # Both timeouts are well under the defaults (10 s and 5 s).
         data, took = closed_after(port, b"GET /pid HTTP/1.1\r\nHost: t\r\n")  # a head that never ends
