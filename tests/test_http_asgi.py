@@ -64,6 +64,27 @@ def test_scope(loop):
     assert "state" not in scope  # lifespan off
 
 
+def test_an_absolute_target_names_the_host(loop):
+    # An origin server takes the host from an absolute-form target and ignores the Host
+    # field (RFC 9112 §3.2.2); the app sees it as the field's value.
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope)
+        await echo_app(scope, receive, send)
+
+    async def main():
+        async with serving(app) as server:
+            raw = b"GET http://example.org:8080/x?y HTTP/1.1\r\nHost: example.com\r\nX-A: 1\r\n\r\n"
+            resp, _ = await request(server, raw)
+            assert resp.status == 200
+
+    run(loop, main())
+    (scope,) = seen
+    assert scope["path"] == "/x" and scope["query_string"] == b"y"
+    assert scope["headers"] == [(b"host", b"example.org:8080"), (b"x-a", b"1")]
+
+
 def test_scope_values_per_request(loop):
     # Each scope starts from the server's template: what one request sets (a method other
     # than GET, a query, HTTP/1.0) must not show in the next one on the same connection.

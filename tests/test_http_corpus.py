@@ -71,6 +71,8 @@ INVALID = [
     ("3.2-host-bad-port", b"GET / HTTP/1.1\r\nHost: a:80x\r\n\r\n", 400),
     ("3.2-host-unclosed-ipv6", b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", 400),
     ("3.2-host-two-colons", b"GET / HTTP/1.1\r\nHost: a:1:2\r\n\r\n", 400),
+    ("3.2.2-absolute-userinfo", b"GET http://user@example.com/ HTTP/1.1\r\n" + H + b"\r\n", 400),
+    ("3.2.2-absolute-no-host", b"GET http:///x HTTP/1.1\r\n" + H + b"\r\n", 400),
     ("3.2-target-relative", b"GET a/b HTTP/1.1\r\n" + H + b"\r\n", 400),
     ("3.2.4-asterisk-get", b"GET * HTTP/1.1\r\n" + H + b"\r\n", 400),
     ("5-space-before-colon", b"GET / HTTP/1.1\r\n" + H + b"X-A : 1\r\n\r\n", 400),

@@ -134,7 +134,7 @@ def test_http10_and_other_methods(loop):
             r1, _ = await one(server, b"GET /old HTTP/1.0\r\n\r\n")
             r2, _ = await one(server, b"DELETE /thing/1 HTTP/1.1\r\n" + H + b"\r\n")
             r3, _ = await one(server, b"HEAD / HTTP/1.1\r\n" + H + b"\r\n", head_request=True)
-            r4, _ = await one(server, b"GET http://example.com/abs?x=1 HTTP/1.1\r\n" + H + b"\r\n")
+            r4, _ = await one(server, b"GET http://example.org:8080/abs?x=1 HTTP/1.1\r\n" + H + b"\r\n")
             return port, [r1, r2, r3, r4]
 
     port, responses = run(loop, main())
@@ -147,6 +147,8 @@ def test_http10_and_other_methods(loop):
     assert delete["REQUEST_METHOD"] == "DELETE" and delete["PATH_INFO"] == "/thing/1"
     assert head["REQUEST_METHOD"] == "HEAD"
     assert absolute["PATH_INFO"] == "/abs" and absolute["QUERY_STRING"] == "x=1"
+    # The target's host, not the Host field's (RFC 9112 §3.2.2).
+    assert absolute["HTTP_HOST"] == "example.org:8080"
 
 
 def test_root_path_is_script_name(loop):

@@ -222,6 +222,21 @@ fn valid_host(v: &[u8]) -> bool {
     port_ok && host.iter().all(|&b| is_host_char(b))
 }
 
+/// The authority of an absolute-form target (`http://authority/path?query`, RFC 9112
+/// §3.2.2), or None for the other forms.
+fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
+    let scheme = |s: &[u8]| target.get(..s.len()).is_some_and(|t| t.eq_ignore_ascii_case(s));
+    let rest = if scheme(b"http://") {
+        target.get(7..)?
+    } else if scheme(b"https://") {
+        target.get(8..)?
+    } else {
+        return None;
+    };
+    let end = rest.iter().position(|&b| b == b'/' || b == b'?').unwrap_or(rest.len());
+    rest.get(..end)
+}
+
 fn offset(buf: &[u8], part: &[u8]) -> Range<usize> {
     let start = part.as_ptr() as usize - buf.as_ptr() as usize;
     start..start + part.len()
@@ -267,6 +282,7 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
     let mut te_last_chunked = false;
     let mut other_coding = false;
     let mut hosts = 0;
+    let mut host_field = None;
     let mut content_type = false;
     let mut close = false;
     let mut keep_alive_token = false;
@@ -312,6 +328,7 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
             if hosts > 1 {
                 return Err(bad("duplicate Host"));
             }
+            host_field = Some(headers.len() - 1);
             if !valid_host(value) {
                 return Err(bad("invalid Host"));
             }
@@ -337,6 +354,21 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
     }
     if minor == 1 && hosts == 0 {
         return Err(bad("missing Host"));
+    }
+    if let Some(authority) = absolute_authority(path.as_bytes()) {
+        // An http(s) URI has a host, and no userinfo (RFC 9110 §4.2.1, §4.2.4).
+        if authority.is_empty() || !valid_host(authority) {
+            return Err(bad("invalid target"));
+        }
+        // The origin server takes the host from the target and ignores the Host field
+        // (RFC 9112 §3.2.2): every interface then sees the target's host as the field's
+        // value. An HTTP/1.0 request without the field gets none (its name is nowhere in
+        // the buffer); its app falls back on the server's address, as for any 1.0 request.
+        if let Some(i) = host_field {
+            if let Some(field) = headers.get_mut(i) {
+                field.1 = offset(buf, authority);
+            }
+        }
     }
     let framing = if te_seen {
         if length.is_some() {

@@ -381,3 +381,22 @@ fn an_upgrade_field_is_noted() {
     let without = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n";
     assert!(!parse_head(without, without.len(), &limits).unwrap().upgrade);
 }
+
+#[test]
+fn an_absolute_target_names_the_host() {
+    let host = |raw: &[u8]| -> Vec<u8> {
+        let h = head(raw).unwrap();
+        let (_, v) = h.headers.iter().find(|(n, _)| raw[n.clone()].eq_ignore_ascii_case(b"host")).unwrap().clone();
+        raw[v].to_vec()
+    };
+    assert_eq!(host(b"GET http://a.example:8080/x?y HTTP/1.1\r\nHost: b.example\r\n\r\n"), b"a.example:8080");
+    assert_eq!(host(b"GET HTTPS://a.example?q HTTP/1.1\r\nHost: b\r\n\r\n"), b"a.example");
+    assert_eq!(host(b"GET http://[::1]:9 HTTP/1.1\r\nHost: b\r\n\r\n"), b"[::1]:9");
+    assert_eq!(host(b"GET /x HTTP/1.1\r\nHost: b\r\n\r\n"), b"b");
+    let h = head(b"GET http://a/x HTTP/1.0\r\n\r\n").unwrap();
+    assert!(h.headers.is_empty());
+    for bad in [&b"http:///x"[..], b"http://u@a/x", b"http://a[b/", b"http://a:8x/", b"https://"] {
+        let raw = [b"GET ", bad, b" HTTP/1.1\r\nHost: a\r\n\r\n"].concat();
+        assert_eq!(status(&raw), 400, "{:?}", String::from_utf8_lossy(bad));
+    }
+}
