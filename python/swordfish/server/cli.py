@@ -51,7 +51,7 @@ def build_parser():
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                            epilog="Every option can also be set as SWORDFISH_<OPTION> (e.g. SWORDFISH_PORT=9000).")
     app = _env("SWORDFISH_APP")
-    serve.add_argument("app", nargs="?" if app else None, default=app, help="the ASGI app as module:attribute")
+    serve.add_argument("app", nargs="?" if app else None, default=app, help="the app (ASGI or WSGI) as module:attribute")
     bad = []  # invalid SWORDFISH_* variables
     for s in SETTINGS:
         default = list(s.cli_default) if s.kind is list else s.cli_default

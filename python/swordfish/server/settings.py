@@ -190,9 +190,9 @@ SETTINGS = [
     S("pid_file", str, None, "write the server's process id to this file (the supervisor's, with workers)",
       metavar="FILE", supervisor_only=True, doc="removed at exit"),
     S("app_dir", str, None, "look for APP's module in this directory", cli_default=".", metavar="DIR"),
-    S("root_path", str, "", "the ASGI root_path: the mount point behind a proxy that strips it; "
-      "also prefixed to each request's path and raw_path", metavar="PATH"),
-    S("lifespan", str, "auto", "ASGI lifespan protocol", choices=("auto", "on", "off"),
+    S("root_path", str, "", "the mount point behind a proxy that strips it: ASGI's root_path (also "
+      "prefixed to each request's path and raw_path), WSGI's SCRIPT_NAME", metavar="PATH"),
+    S("lifespan", str, "auto", "ASGI lifespan protocol (a WSGI app has none)", choices=("auto", "on", "off"),
       doc="the app's `state` is copied into each request's scope"),
     S("loop", str, "swordfish", "event loop", choices=("swordfish", "asyncio", "uvloop")),
     S("access_log", bool, True, "one log line per request", doc="refused requests included"),
