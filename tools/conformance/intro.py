@@ -60,7 +60,7 @@ Python it ran on and keeping the others.
   that makes a future or a task through the loop (`asyncio.create_task`, `gather`,
   `wait_for`, `TaskGroup`, `asyncio.timeout`, the locks and queues, ...) runs on them.
   The classes a test constructs itself (`asyncio.Task(coro, loop=loop)`, `tasks._PyTask`)
-  stay the stdlib's. `tests/test_native_tasks.py` runs its scenarios on both kinds and
+  stay the stdlib's. `tests/test_native_*.py` run their scenarios on both kinds and
   compares; the few differences are listed in [loop.md](loop.md#known-differences-from-the-stdlib-loop).
 * Only where the test harness itself (not a test) reads a private attribute
   of the stdlib loop does a shim step in (`tools/conformance/shims.py`):
