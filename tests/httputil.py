@@ -8,6 +8,11 @@ import socket
 from swordfish.server import Config, Server
 
 
+def run(loop, coro, timeout=20):
+    """Run ``coro`` on ``loop`` to its end, failing after ``timeout`` seconds."""
+    return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+
 @contextlib.asynccontextmanager
 async def serving(app, sockets=None, **options):
     options.setdefault("lifespan", "off")
@@ -54,6 +59,16 @@ class Response:
 
     def __repr__(self):
         return f"<Response {self.status} {self.headers} {self.body[:60]!r}>"
+
+
+async def read_until_closed(server, raw, timeout=5):
+    """Everything the server sends on a new connection for ``raw``, up to its closing."""
+    reader, writer = await connect(server)
+    writer.write(raw)
+    try:
+        return await asyncio.wait_for(reader.read(), timeout)
+    finally:
+        writer.close()
 
 
 async def read_response(reader, head_request=False):
@@ -136,3 +151,12 @@ async def echo_app(scope, receive, send):
         "headers": [(b"x-method", scope["method"].encode()), (b"x-path", scope["path"].encode())],
     })
     await send({"type": "http.response.body", "body": body})
+
+
+def responder(*messages, status=200, headers=()):
+    """An ASGI app that starts a response of ``status`` and ``headers`` and sends ``messages``."""
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+        for m in messages:
+            await send(m)
+    return app

@@ -8,14 +8,10 @@ import logging
 
 import pytest
 
-from httputil import closed, connect, read_response, request, serving
+from httputil import closed, connect, read_response, request, run, serving
 
 H = b"Host: example.com\r\n"
 HEAD = b"HEAD / HTTP/1.1\r\n" + H + b"\r\n"
-
-
-def run(loop, coro):
-    return loop.run_until_complete(asyncio.wait_for(coro, 20))
 
 
 async def raw_exchange(server, raw, timeout=5):

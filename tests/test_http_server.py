@@ -11,14 +11,10 @@ import time
 
 import pytest
 
-from httputil import echo_app, free_port, request, serving
+from httputil import echo_app, free_port, request, run, serving
 from swordfish.server import Config, LifespanFailed, Server
 
 GET = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
-
-
-def run(loop, coro):
-    return loop.run_until_complete(asyncio.wait_for(coro, 20))
 
 
 def lifespan_app(fail=False, log=None):

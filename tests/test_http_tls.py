@@ -9,15 +9,11 @@ import sys
 
 import pytest
 
-from httputil import closed, echo_app, free_port, port_of, read_response, serving
+from httputil import closed, echo_app, free_port, port_of, read_response, run, serving
 from netutil import tls_files  # noqa: F401 (fixture)
 from swordfish.server import Config, Server
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
-
-
-def run(loop, coro):
-    return loop.run_until_complete(asyncio.wait_for(coro, 20))
 
 
 async def scheme_app(scope, receive, send):

@@ -6,7 +6,6 @@ with nothing passed to the app; the header may arrive in pieces, but within the
 header-read timeout; and the PROXY cases of gunicorn's request corpus. (A real HAProxy in
 front: tests/test_haproxy.py.)"""
 
-import asyncio
 import json
 import socket
 import struct
@@ -14,7 +13,7 @@ import struct
 import pytest
 
 import gunicorn_corpus
-from httputil import closed, connect, read_response, serving
+from httputil import closed, connect, read_response, read_until_closed, run, serving
 
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 GET = b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n"
@@ -30,10 +29,6 @@ V2_IPV6 = v2(1, 0x21, socket.inet_pton(socket.AF_INET6, "2001:db8::7") + socket.
              + struct.pack("!HH", 1234, 80))
 
 
-def run(loop, coro):
-    return loop.run_until_complete(asyncio.wait_for(coro, 20))
-
-
 def answer_to(loop, raw, **options):
     """What a --proxy-protocol server (where_app) sends back to raw until it closes; the
     app's calls are cleared first."""
@@ -41,11 +36,7 @@ def answer_to(loop, raw, **options):
 
     async def main():
         async with serving(where_app, proxy_protocol=True, **options) as srv:
-            reader, writer = await connect(srv)
-            writer.write(raw)
-            data = await asyncio.wait_for(reader.read(), 5)
-            writer.close()
-            return data
+            return await read_until_closed(srv, raw)
 
     return run(loop, main())
 
