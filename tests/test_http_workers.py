@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from apps.serving import ServeProcess, listening_socket, read_rest, socket_to, split_response, start_in_flight
+from subprocessutil import children
 from swordfish.server.proxy import ProxyHeaders, TrustedHosts
 
 pytestmark = pytest.mark.timeout(180)
@@ -39,11 +40,11 @@ class Served(ServeProcess):
     def wait_workers(self, n):
         """Waits until n workers listen; their pids."""
         self.wait_line(r"serving on .*\(pid \d+\)", count=n)
-        return children(self.proc.pid)
+        return children(self.proc.pid, zombies=False)
 
     def close(self):
         super().close()
-        for pid in children(self.proc.pid):
+        for pid in children(self.proc.pid, zombies=False):
             _kill(pid)
 
 
@@ -52,22 +53,6 @@ def _kill(pid):
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-
-def children(pid):
-    """The live child processes of pid (from /proc)."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.add(int(entry))
-    return found
 
 
 def alive(pid):
@@ -138,7 +123,7 @@ def test_killed_worker_is_replaced():
         m, _ = srv.wait_line(r"serving on .*\(pid (\d+)\)", start=at + 1)
         new = int(m.group(1))
         assert new not in pids
-        assert children(srv.proc.pid) == (pids - {victim}) | {new}
+        assert children(srv.proc.pid, zombies=False) == (pids - {victim}) | {new}
         assert new in pids_seen(port, {new})
         assert srv.stop() == 0, srv.log()
 
