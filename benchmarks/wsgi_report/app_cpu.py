@@ -11,8 +11,9 @@ For each: cycles a second (a cycle is GET /, think, GET /api, GET /), the server
 share (/proc, over the middle of the measured seconds), its CPU a cycle, the app's own
 CPU a cycle (two pages and a call, means), and the rest (the server's own work). Last,
 the budget: the CPU a cycle that would give 0.95 of the plain ASGI server's cycles with
-one CPU fully busy, against the WSGI app's own CPU a cycle. Results go to
-results/app-cpu-*.json.
+one CPU fully busy, against the WSGI app's own CPU a cycle; and the Werkzeug page called
+directly, with no server (apps/direct_page.py, on CPU 0 each round), against its cost
+inside the server. Results go to results/app-cpu-*.json.
 """
 import argparse
 import json
@@ -95,6 +96,16 @@ def run_one(args, rnd, kind):
     return point
 
 
+def direct(rnd):
+    """The Werkzeug page called directly (apps/direct_page.py), pinned to the server's CPU."""
+    out = subprocess.run(pin(SERVER_CPU) + [sys.executable, os.path.join(APPS, "direct_page.py")], cwd=APPS,
+                         capture_output=True, text=True, timeout=300, check=True)
+    page = json.loads(out.stdout)
+    print(f"  round {rnd + 1} {'the page, called directly':26} one thread {page['one_thread']['median_us']:.1f} us, "
+          f"threads in turn {page['threads_in_turn']['median_us']:.1f} us (medians)", flush=True)
+    return {"round": rnd, "kind": "direct", **page}
+
+
 def measure(args):
     if subprocess.run([os.path.join(HERE, "setup.sh")]).returncode != 0:
         sys.exit("wsgi_report/setup.sh failed: http-vu is needed")
@@ -103,6 +114,7 @@ def measure(args):
         print(f"round {rnd + 1}/{args.rounds}", flush=True)
         for kind in rotated(list(KINDS), rnd):
             records.append(run_one(args, rnd, kind))
+        records.append(direct(rnd))
     meta = {"vus": args.vus, "latency_ms": args.latency, "rounds": args.rounds, "seconds": args.seconds,
             "warmup": args.warmup, "python": sys.version.split()[0],
             "commit": subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
@@ -128,6 +140,18 @@ def table(meta, records):
     budget = 1e6 / (SHARE * med("asgi", "cycles_s"))
     lines += ["", f"{SHARE} of the ASGI server's cycles on one CPU fully busy leaves {budget:.0f} µs a cycle; "
               f"the Werkzeug app alone takes {med('wsgi-timed', 'app_us_cycle'):.0f} µs of it."]
+    pages = [r for r in records if r["kind"] == "direct"]
+    if pages:
+        def page(where, stat):
+            return statistics.median(r[where][stat] for r in pages)
+
+        inside = [r["app"]["/"] for r in records if r["kind"] == "wsgi-timed"]
+        lines += ["", "The Werkzeug page's CPU, median / mean of its calls (medians of the rounds): "
+                  f"called directly on one thread {page('one_thread', 'median_us'):.0f} / "
+                  f"{page('one_thread', 'mean_us'):.0f} µs, on threads in turn "
+                  f"{page('threads_in_turn', 'median_us'):.0f} / {page('threads_in_turn', 'mean_us'):.0f} µs, "
+                  f"inside the server {statistics.median(p['median_us'] for p in inside):.0f} / "
+                  f"{statistics.median(p['mean_us'] for p in inside):.0f} µs."]
     return "\n".join(lines)
 
 
