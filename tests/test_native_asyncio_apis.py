@@ -1,7 +1,7 @@
 """Differential tests of swordfish's native ``Future`` and ``Task`` against the C types under
 asyncio's own APIs (TaskGroup, timeouts, wait_for, shield, gather, wait, queues, locks and
-events, executors, the runner) and mixed with the C types (tests/differential.py runs each scenario on both loops and compares the
-transcripts)."""
+events, executors, the runner) and mixed with the C types (tests/differential.py runs each
+scenario on both loops and compares the transcripts)."""
 
 import asyncio
 import concurrent.futures
