@@ -24,16 +24,13 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.dirname(HERE)
-sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
-import loadgen  # noqa: E402  (the HTTP suite's: the http-vu binary)
-from rounds import free_port, pin, results_of, rotated, save_results  # noqa: E402
-from servers import REPO, SERVERS, ServerProcess  # noqa: E402  (the HTTP suite's)
+# The report's runner: importing it puts benchmarks/ and http/ on the path; its apps,
+# results and CPUs are this tool's too.
+from run import APPS, CLIENT_CPU, HERE, RESULTS, SERVER_CPU
 
-APPS = os.path.join(HERE, "apps")
-RESULTS = os.path.join(HERE, "results")
-SERVER_CPU, CLIENT_CPU = 0, 1
+import loadgen  # the HTTP suite's: the http-vu binary
+from rounds import free_port, pin, results_of, rotated, save_results
+from servers import REPO, SERVERS, ServerProcess  # the HTTP suite's
 # kind -> (label, server entry, app target, app timed)
 KINDS = {
     "wsgi-timed": ("swordfish WSGI, timed app", "swordfish-wsgi", "timed_apps:wsgi", True),
