@@ -1,5 +1,6 @@
-"""Helpers for the HTTP server tests: a server on the test's loop, raw connections and a
-small response reader (written for the tests, strict about framing)."""
+"""Helpers for the HTTP server tests: a server on the test's loop and a timed run of it, raw
+connections, a small response reader (written for the tests, strict about framing), and
+two ASGI apps (an echo, a responder of given messages)."""
 
 import asyncio
 import contextlib
