@@ -65,8 +65,8 @@ class Response:
 async def read_until_closed(server, raw, timeout=5):
     """Everything the server sends on a new connection for ``raw``, up to its closing."""
     reader, writer = await connect(server)
-    writer.write(raw)
     try:
+        writer.write(raw)
         return await asyncio.wait_for(reader.read(), timeout)
     finally:
         writer.close()

@@ -8,20 +8,10 @@ import logging
 
 import pytest
 
-from httputil import closed, connect, read_response, request, run, serving
+from httputil import closed, connect, read_response, read_until_closed, request, run, serving
 
 H = b"Host: example.com\r\n"
 HEAD = b"HEAD / HTTP/1.1\r\n" + H + b"\r\n"
-
-
-async def raw_exchange(server, raw, timeout=5):
-    """Send `raw` and read everything until the server closes."""
-    reader, writer = await connect(server)
-    try:
-        writer.write(raw)
-        return await asyncio.wait_for(reader.read(), timeout)
-    finally:
-        writer.close()
 
 
 def test_server_replies_to_head_have_no_body(loop):
@@ -40,12 +30,12 @@ def test_server_replies_to_head_have_no_body(loop):
         nonlocal release
         release = asyncio.Event()
         async with serving(app, limit_concurrency=1) as server:
-            failed = await raw_exchange(server, b"HEAD /boom HTTP/1.1\r\n" + H + b"\r\n")
+            failed = await read_until_closed(server, b"HEAD /boom HTTP/1.1\r\n" + H + b"\r\n")
             reader, writer = await connect(server)
             writer.write(b"GET /wait HTTP/1.1\r\n" + H + b"\r\n")
             while server.state.active_requests < 1:
                 await asyncio.sleep(0.005)
-            refused = await raw_exchange(server, HEAD)
+            refused = await read_until_closed(server, HEAD)
             release.set()
             served = await read_response(reader)
             writer.close()
@@ -93,7 +83,7 @@ def test_app_transfer_encoding_chunked_leaves_the_framing_to_the_server(loop):
     async def main():
         async with serving(streaming_app(chunked)) as server:
             http11, _ = await request(server, b"GET / HTTP/1.1\r\n" + H + b"\r\n")
-            http10 = await raw_exchange(server, b"GET / HTTP/1.0\r\n\r\n")
+            http10 = await read_until_closed(server, b"GET / HTTP/1.0\r\n\r\n")
         async with serving(streaming_app(both)) as server:
             declared, _ = await request(server, b"GET / HTTP/1.1\r\n" + H + b"\r\n")
         return http11, http10, declared
@@ -215,7 +205,7 @@ def test_pathsend_sends_the_size_it_announced(loop, tmp_path):
             grew = await read_response(reader)
             after = await read_response(reader)
             writer.close()
-            shrank = await raw_exchange(server, b"GET /shrank HTTP/1.1\r\n" + H + b"\r\n")
+            shrank = await read_until_closed(server, b"GET /shrank HTTP/1.1\r\n" + H + b"\r\n")
         return grew, after, shrank
 
     grew, after, shrank = run(loop, main())
