@@ -29,6 +29,7 @@ import time
 from run import APPS, CLIENT_CPU, HERE, RESULTS, SERVER_CPU
 
 import loadgen  # the HTTP suite's: the http-vu binary
+import page  # benchmarks/page.py: the commit measured
 from rounds import free_port, pin, results_of, rotated, save_results
 from servers import REPO, SERVERS, ServerProcess  # the HTTP suite's
 # kind -> (label, server entry, app target, app timed)
@@ -113,9 +114,7 @@ def measure(args):
             records.append(run_one(args, rnd, kind))
         records.append(direct(rnd))
     meta = {"vus": args.vus, "latency_ms": args.latency, "rounds": args.rounds, "seconds": args.seconds,
-            "warmup": args.warmup, "python": sys.version.split()[0],
-            "commit": subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
-                                     capture_output=True, text=True).stdout.strip()}
+            "warmup": args.warmup, "python": sys.version.split()[0], "commit": page.git_commit(REPO)}
     save_results(RESULTS, "app-cpu", meta, records)
     return meta, records
 
