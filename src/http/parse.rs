@@ -222,9 +222,9 @@ fn valid_host(v: &[u8]) -> bool {
     port_ok && host.iter().all(|&b| is_host_char(b))
 }
 
-/// The authority of an absolute-form target (`http://authority/path?query`, RFC 9112
-/// §3.2.2), or None for the other forms.
-fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
+/// (authority, path and query) of an absolute-form target
+/// (`http://authority/path?query`, RFC 9112 §3.2.2), or None for the other forms.
+pub fn absolute_form(target: &[u8]) -> Option<(&[u8], &[u8])> {
     let scheme = |s: &[u8]| target.get(..s.len()).is_some_and(|t| t.eq_ignore_ascii_case(s));
     let rest = if scheme(b"http://") {
         target.get(7..)?
@@ -234,7 +234,7 @@ fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
         return None;
     };
     let end = rest.iter().position(|&b| b == b'/' || b == b'?').unwrap_or(rest.len());
-    rest.get(..end)
+    Some(rest.split_at(end))
 }
 
 fn offset(buf: &[u8], part: &[u8]) -> Range<usize> {
@@ -355,7 +355,7 @@ pub fn parse_head(buf: &[u8], end: usize, limits: &Limits) -> Result<Head, Rejec
     if minor == 1 && hosts == 0 {
         return Err(bad("missing Host"));
     }
-    if let Some(authority) = absolute_authority(path.as_bytes()) {
+    if let Some((authority, _)) = absolute_form(path.as_bytes()) {
         // An http(s) URI has a host, and no userinfo (RFC 9110 §4.2.1, §4.2.4).
         if authority.is_empty() || !valid_host(authority) {
             return Err(bad("invalid target"));

@@ -2,7 +2,7 @@
 //! and query (origin, absolute and asterisk forms, RFC 9112 §3.2), the path
 //! percent-decoded, and the common methods as interned strings.
 
-use super::parse::Reject;
+use super::parse::{absolute_form, Reject};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -37,17 +37,12 @@ pub fn split_target<'a>(target: &'a [u8], method: &[u8]) -> Result<(&'a [u8], &'
     } else if target == b"*" && method == b"OPTIONS" {
         return Ok((target, b""));
     } else {
-        let lower: Vec<u8> = target.iter().take(8).map(u8::to_ascii_lowercase).collect();
-        let rest = if lower.starts_with(b"http://") {
-            &target[7..]
-        } else if lower.starts_with(b"https://") {
-            &target[8..]
-        } else {
+        let Some((_, rest)) = absolute_form(target) else {
             return Err(Reject::BadRequest("invalid request target"));
         };
-        match rest.iter().position(|&b| b == b'/' || b == b'?') {
-            Some(i) if rest[i] == b'/' => &rest[i..],
-            Some(i) => return Ok((b"/", &rest[i + 1..])),
+        match rest.first() {
+            Some(b'/') => rest,
+            Some(_) => return Ok((b"/", rest.get(1..).unwrap_or_default())),
             None => return Ok((b"/", b"")),
         }
     };
@@ -67,5 +62,26 @@ pub fn method_str<'py>(py: Python<'py>, m: &[u8]) -> Bound<'py, PyString> {
         b"OPTIONS" => intern!(py, "OPTIONS").clone(),
         b"PATCH" => intern!(py, "PATCH").clone(),
         _ => PyString::new(py, &String::from_utf8_lossy(m)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_split_into_path_and_query() {
+        let split = |t: &'static [u8], m: &[u8]| split_target(t, m).ok();
+        let ok = |p: &'static [u8], q: &'static [u8]| Some((p, q));
+        assert_eq!(split(b"/a/b?c=d", b"GET"), ok(b"/a/b", b"c=d"));
+        assert_eq!(split(b"/", b"GET"), ok(b"/", b""));
+        assert_eq!(split(b"http://h.example:8/x/y?q", b"GET"), ok(b"/x/y", b"q"));
+        assert_eq!(split(b"HTTPS://h/x", b"GET"), ok(b"/x", b""));
+        assert_eq!(split(b"http://h?q=1", b"GET"), ok(b"/", b"q=1"));
+        assert_eq!(split(b"http://h", b"GET"), ok(b"/", b""));
+        assert_eq!(split(b"*", b"OPTIONS"), ok(b"*", b""));
+        for bad in [&b"*"[..], b"a/b", b"ftp://h/x", b"http:/h"] {
+            assert!(split_target(bad, b"GET").is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 }
