@@ -127,18 +127,8 @@ impl Server {
                 self.conns.push(None);
                 self.conns.len() - 1
             });
-            let mut conn = Conn {
-                stream,
-                pending: Vec::new(),
-                sent: 0,
-                writable_armed: false,
-                eof: false,
-            };
-            if let Err(e) =
-                self.poll
-                    .registry()
-                    .register(&mut conn.stream, Token(slot), Interest::READABLE)
-            {
+            let mut conn = Conn { stream, pending: Vec::new(), sent: 0, writable_armed: false, eof: false };
+            if let Err(e) = self.poll.registry().register(&mut conn.stream, Token(slot), Interest::READABLE) {
                 eprintln!("echo-native: register: {e}");
                 self.free.push(slot);
                 continue;
@@ -166,16 +156,8 @@ impl Server {
         }
         let want_write = conn.owed() > 0;
         if want_write != conn.writable_armed {
-            let interest = if want_write {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                Interest::READABLE
-            };
-            match self
-                .poll
-                .registry()
-                .reregister(&mut conn.stream, Token(slot), interest)
-            {
+            let interest = if want_write { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+            match self.poll.registry().reregister(&mut conn.stream, Token(slot), interest) {
                 Ok(()) => conn.writable_armed = want_write,
                 Err(e) => {
                     eprintln!("echo-native: reregister: {e}");
@@ -237,9 +219,7 @@ fn parse_args() -> Result<(SocketAddr, Duration), String> {
         }
     }
     let poll_us: u64 = poll_us.parse().map_err(|e| format!("bad --poll-us {poll_us}: {e}"))?;
-    let addr = format!("{host}:{port}")
-        .parse()
-        .map_err(|e| format!("bad address {host}:{port}: {e}"))?;
+    let addr = format!("{host}:{port}").parse().map_err(|e| format!("bad address {host}:{port}: {e}"))?;
     Ok((addr, Duration::from_micros(poll_us)))
 }
 
@@ -254,16 +234,8 @@ fn main() -> ExitCode {
     let start = || -> io::Result<Server> {
         let poll = Poll::new()?;
         let mut listener = TcpListener::bind(addr)?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        Ok(Server {
-            poll,
-            listener,
-            conns: Vec::new(),
-            free: Vec::new(),
-            buf: vec![0; READ_CHUNK],
-            poll_for,
-        })
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(Server { poll, listener, conns: Vec::new(), free: Vec::new(), buf: vec![0; READ_CHUNK], poll_for })
     };
     let mut server = match start() {
         Ok(server) => server,
