@@ -100,4 +100,5 @@ def virtual_users(url, users, seconds, warmup, pin=()):
         "page_p95_ms": lat.get("/", {}).get("p95", 0),
         "api_p95_ms": lat.get("/api", {}).get("p95", 0),
         "errors": r["errors"] + r["non_2xx"],
+        "cycle_ms": r["cycle_ms"]["mean"],
     }

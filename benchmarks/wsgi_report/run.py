@@ -104,6 +104,10 @@ def main(argv=None):
     meta, records = results_of(args, measure)
     print()
     print(table.table(records, meta))
+    cycles = table.cycle_table(records, meta)
+    if cycles:
+        print()
+        print(cycles)
     return 0
 
 

@@ -1,5 +1,5 @@
-"""The report's run description, medians over rounds and its table: requests handled
-and p95 latency per server and cell (workers x database latency)."""
+"""The report's run description, medians over rounds and its tables: requests handled
+and p95 latency per server and cell (workers x database latency), and the users' cycle."""
 import platform
 import statistics
 import time
@@ -36,8 +36,13 @@ def medians(records):
     for r in records:
         if "failed" not in r:
             groups.setdefault((r["server"], r["workers"], r["db_ms"]), []).append(r)
-    return {key: {f: statistics.median(r[f] for r in rs) for f in ("requests", "rps", "p95_ms", "errors")}
-            for key, rs in groups.items()}
+    stats = {key: {f: statistics.median(r[f] for r in rs) for f in ("requests", "rps", "p95_ms", "errors")}
+             for key, rs in groups.items()}
+    # Runs before http-vu measured the cycle have none.
+    for key, rs in groups.items():
+        cycles = [r["cycle_ms"] for r in rs if r.get("cycle_ms") is not None]
+        stats[key]["cycle_ms"] = statistics.median(cycles) if cycles else None
+    return stats
 
 
 def table(records, meta):
@@ -64,4 +69,23 @@ def table(records, meta):
     if failed:
         lines += ["", "Failed:", ""]
         lines += [f"- {label(s)} ({', '.join(dict.fromkeys(points))}): {why}" for (s, why), points in failed.items()]
+    return "\n".join(lines)
+
+
+def cycle_table(records, meta):
+    """The users' mean cycle per server and cell ("" for runs without it). Once a server keeps
+    up, a user's requests come in whole cycles, so the counts move in steps of a request a
+    user, and where the steps fall depends on the users' phase when the window opens; the
+    cycle is the continuous measure behind them."""
+    stats = medians(records)
+    if not any(r["cycle_ms"] for r in stats.values()):
+        return ""
+    cells = [(w, ms) for w in meta["workers"] for ms in meta["latencies"]]
+    head = " | ".join(f"{w} worker{'s' if w > 1 else ''}, db {ms} ms" for w, ms in cells)
+    lines = [f"| server | {head} |", "|---|" + "---:|" * len(cells)]
+    for s in meta["servers"]:
+        cycles = [(stats.get((s, w, ms)) or {}).get("cycle_ms") for w, ms in cells]
+        lines.append(f"| {label(s)} | " + " | ".join(f"{c:.2f}" if c else "–" for c in cycles) + " |")
+    lines += ["", f"A user's mean cycle in ms (GET /, 0.1 s of think time, GET /api, GET /), "
+              f"median of {meta['rounds']} round(s)."]
     return "\n".join(lines)

@@ -72,6 +72,9 @@ struct Tally {
     errors: [u64; ErrorKind::ALL.len()],
     reconnects: u64,
     iterations: u64,
+    /// Durations of the iterations measured (think time included): the users' cycle,
+    /// which the request count follows in steps once the server keeps up.
+    cycles: Vec<u64>,
 }
 
 impl Tally {
@@ -85,6 +88,7 @@ impl Tally {
         }
         self.reconnects += other.reconnects;
         self.iterations += other.iterations;
+        self.cycles.extend(other.cycles);
     }
 }
 
@@ -150,6 +154,7 @@ impl User {
         let over = |user: &User| Instant::now() >= user.window.end;
         // A failed request does not end the iteration, as in k6.
         while !over(&self) {
+            let began = Instant::now();
             self.request(Route::Root);
             self.pause(think);
             if over(&self) {
@@ -160,8 +165,13 @@ impl User {
                 break;
             }
             self.request(Route::Root);
-            if self.window.contains(Instant::now()) {
+            let ended = Instant::now();
+            if self.window.contains(ended) {
                 self.tally.iterations += 1;
+            }
+            if self.window.contains(began) && self.window.contains(ended) {
+                let nanos = u64::try_from((ended - began).as_nanos()).unwrap_or(u64::MAX);
+                self.tally.cycles.push(nanos);
             }
         }
         self.tally
@@ -245,6 +255,7 @@ fn report(config: &Config, mut tally: Tally) -> Value {
         "reconnects": tally.reconnects,
         "rps": (rps * 100.0).round() / 100.0,
         "iterations": tally.iterations,
+        "cycle_ms": stats::summary(&mut tally.cycles),
         "latency_ms": {
             "all": stats::summary(&mut all),
             "/": stats::summary(&mut tally.root),
