@@ -45,11 +45,16 @@ def medians(records):
     return stats
 
 
-def table(records, meta):
-    stats = medians(records)
+def _grid(meta):
+    """The run's cells (workers, db_ms) and the head lines of a table with one column each."""
     cells = [(w, ms) for w in meta["workers"] for ms in meta["latencies"]]
     head = " | ".join(f"{w} worker{'s' if w > 1 else ''}, db {ms} ms" for w, ms in cells)
-    lines = [f"| server | {head} |", "|---|" + "---:|" * len(cells)]
+    return cells, [f"| server | {head} |", "|---|" + "---:|" * len(cells)]
+
+
+def table(records, meta):
+    stats = medians(records)
+    cells, lines = _grid(meta)
     for s in meta["servers"]:
         row = []
         for w, ms in cells:
@@ -80,9 +85,7 @@ def cycle_table(records, meta):
     stats = medians(records)
     if not any(r["cycle_ms"] for r in stats.values()):
         return ""
-    cells = [(w, ms) for w in meta["workers"] for ms in meta["latencies"]]
-    head = " | ".join(f"{w} worker{'s' if w > 1 else ''}, db {ms} ms" for w, ms in cells)
-    lines = [f"| server | {head} |", "|---|" + "---:|" * len(cells)]
+    cells, lines = _grid(meta)
     for s in meta["servers"]:
         cycles = [(stats.get((s, w, ms)) or {}).get("cycle_ms") for w, ms in cells]
         lines.append(f"| {label(s)} | " + " | ".join(f"{c:.2f}" if c else "–" for c in cycles) + " |")
