@@ -36,13 +36,15 @@ def medians(records):
     for r in records:
         if "failed" not in r:
             groups.setdefault((r["server"], r["workers"], r["db_ms"]), []).append(r)
-    stats = {key: {f: statistics.median(r[f] for r in rs) for f in ("requests", "rps", "p95_ms", "errors")}
-             for key, rs in groups.items()}
-    # Runs before http-vu measured the cycle have none.
-    for key, rs in groups.items():
-        cycles = [r["cycle_ms"] for r in rs if r.get("cycle_ms") is not None]
-        stats[key]["cycle_ms"] = statistics.median(cycles) if cycles else None
-    return stats
+    return {key: {f: _median(rs, f) for f in ("requests", "rps", "p95_ms", "errors", "cycle_ms")}
+            for key, rs in groups.items()}
+
+
+def _median(rounds, field):
+    """The field's median over the rounds that have it; None if none has (runs stored before
+    http-vu measured the users' cycle)."""
+    values = [r[field] for r in rounds if r.get(field) is not None]
+    return statistics.median(values) if values else None
 
 
 def _grid(meta):
