@@ -53,12 +53,19 @@ def newest(pattern, keep=lambda meta: True):
     return None
 
 
+def complete(meta):
+    """Whether a run is the whole report: two rounds or more, every row, every cell. Runs of a
+    few servers or cells (more rounds of the contended ones) stay out of the report's table."""
+    return (meta["rounds"] >= 2 and set(ROWS) <= set(meta["servers"])
+            and {1, 2} <= set(meta["workers"]) and {0, 25} <= set(meta["latencies"]))
+
+
 def default_reports():
     """The newest full report run for each virtual-user count, fewest users first."""
     found = {}
     for path in sorted(glob.glob(os.path.join(HERE, "results", "report-*.json")), reverse=True):
         meta, _ = load_results(path)
-        if meta["rounds"] >= 2 and meta["vus"] not in found:
+        if complete(meta) and meta["vus"] not in found:
             found[meta["vus"]] = path
     return [found[v] for v in sorted(found)]
 
