@@ -16,7 +16,7 @@ BENCH = os.path.dirname(HERE)
 sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
 import page  # noqa: E402  (benchmarks/page.py: the docs page's sections)
 import table  # noqa: E402
-from peers import ROWS, label as row_label  # noqa: E402
+from peers import LATENCIES, ROWS, WORKERS, label as row_label  # noqa: E402
 from rounds import REPO, load_results  # noqa: E402
 from servers import label  # noqa: E402
 
@@ -57,7 +57,7 @@ def complete(meta):
     """Whether a run is the whole report: two rounds or more, every row, every cell. Runs of a
     few servers or cells (more rounds of the contended ones) stay out of the report's table."""
     return (meta["rounds"] >= 2 and set(ROWS) <= set(meta["servers"])
-            and {1, 2} <= set(meta["workers"]) and {0, 25} <= set(meta["latencies"]))
+            and set(WORKERS) <= set(meta["workers"]) and set(LATENCIES) <= set(meta["latencies"]))
 
 
 def default_reports():

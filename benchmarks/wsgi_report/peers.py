@@ -1,5 +1,6 @@
-"""The report's rows: which app each server runs and its command line, built by the HTTP
-suite's command builders (../http/servers.py) with their defaults otherwise."""
+"""The report's rows and cells: which app each server runs and its command line, built by the
+HTTP suite's command builders (../http/servers.py) with their defaults otherwise, and the
+worker counts and database latencies of its cells."""
 import os
 import sys
 
@@ -11,6 +12,8 @@ from servers import SERVERS, entry, gunicorn  # noqa: E402  (the HTTP suite's)
 
 WSGI_APP, ASGI_APP = "werkzeug_app:app", "starlette_app:app"
 GTHREAD_THREADS = 8
+# The report's cells: worker counts x database latencies (ms).
+WORKERS, LATENCIES = [1, 2], [0, 25]
 
 # name -> (label, app target, command(target, port, workers))
 ROWS = {

@@ -45,8 +45,10 @@ def parse_args(argv):
     mode.add_argument("--full", action="store_true", help="2 rounds, 10 s per cell")
     p.add_argument("--servers", default=",".join(peers.ROWS), help="comma-separated subset of " + ",".join(peers.ROWS))
     p.add_argument("--vus", type=int, default=50, help="virtual users (default 50)")
-    p.add_argument("--workers", type=_ints, default=[1, 2], help="worker counts (default 1,2)")
-    p.add_argument("--latencies", type=_ints, default=[0, 25], help="database latencies in ms (default 0,25)")
+    p.add_argument("--workers", type=_ints, default=peers.WORKERS,
+                   help="worker counts (default " + ",".join(map(str, peers.WORKERS)) + ")")
+    p.add_argument("--latencies", type=_ints, default=peers.LATENCIES,
+                   help="database latencies in ms (default " + ",".join(map(str, peers.LATENCIES)) + ")")
     p.add_argument("--rounds", type=int)
     p.add_argument("--seconds", type=float, help="measured seconds per cell")
     p.add_argument("--warmup", type=float, help="seconds of load before the measured ones")
