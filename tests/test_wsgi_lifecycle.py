@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from apps.serving import (ServeProcess, exchange, listening_socket, read_rest, socket_to, split_response,
+from apps.serving import (ServeProcess, exchange, listening_socket, pid_of, read_rest, socket_to, split_response,
                           start_in_flight)
 from httputil import free_port
 from netutil import tls_files  # noqa: F401 (fixture)
@@ -126,6 +126,18 @@ def test_scheduling_classes_follow_the_load():
         # Requests that cost nothing, 20 a second: the rest itself is what is tested, and
         # the load fades within a fraction of a second of it.
         assert until(port, os.SCHED_OTHER, burn=0, pause=0.05)["watchers"] == [os.SCHED_IDLE]
+        assert srv.stop() == 0, srv.log()
+
+
+def test_app_threads_wait_without_timer_slack():
+    """An app thread's timed waits end at their deadline: its timer slack is the least the
+    kernel allows (1 ns), where the process's main thread keeps the default."""
+    with Cli("--port", "0", "--interface", "wsgi", "--threads", "2") as srv:
+        status, body = http(srv.port(), "/sched")
+        assert status == 200, body
+        assert json.loads(body)["slack_ns"] == 1
+        with open(f"/proc/{pid_of(srv.port())}/timerslack_ns") as f:
+            assert int(f.read()) > 1
         assert srv.stop() == 0, srv.log()
 
 

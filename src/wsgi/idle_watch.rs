@@ -12,7 +12,10 @@
 //! from a database call, or for a request) does not preempt the running one, which most
 //! likely holds the GIL the woken thread would at once wait for; it runs when the running
 //! thread blocks or yields. At low load they stay in the normal class, where a thread back
-//! from its database call runs at once. docs/design.md has the measurements.
+//! from its database call runs at once. And their timers: an app thread's timed waits
+//! (`time.sleep`, a timeout) end at their deadline, not up to the kernel's default 50 µs
+//! of slack after it, as the loop's own timers do (its timerfd has no slack).
+//! docs/design.md has the measurements.
 
 #[cfg(target_os = "linux")]
 use super::pool::PoolState;
@@ -31,6 +34,22 @@ fn set_class(policy: libc::c_int) -> bool {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
     unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+}
+
+/// The least timer slack the kernel allows (0 would restore the default): the calling
+/// thread's timed waits end at their deadline.
+pub(super) fn exact_timers() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one unsigned long and touches only the calling thread.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_TIMERSLACK,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+    }
 }
 
 /// An app thread's scheduling class: batch while the process is loaded, normal otherwise
@@ -154,6 +173,31 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(policies, (libc::SCHED_BATCH, libc::SCHED_OTHER));
+    }
+
+    #[test]
+    fn exact_timers_take_the_slack_away() {
+        let slack = || {
+            // SAFETY: PR_GET_TIMERSLACK takes no argument and returns the calling thread's.
+            unsafe {
+                libc::prctl(
+                    libc::PR_GET_TIMERSLACK,
+                    0 as libc::c_ulong,
+                    0 as libc::c_ulong,
+                    0 as libc::c_ulong,
+                    0 as libc::c_ulong,
+                )
+            }
+        };
+        let (before, after) = std::thread::spawn(move || {
+            let before = slack();
+            exact_timers();
+            (before, slack())
+        })
+        .join()
+        .unwrap();
+        assert!(before > 1, "the default slack is {before} ns");
+        assert_eq!(after, 1);
     }
 
     #[test]

@@ -320,6 +320,7 @@ impl Pool {
     /// An app thread: serve requests until the pool stops.
     fn work(self: Arc<Self>) {
         let mut class = idle_watch::Class::normal();
+        idle_watch::exact_timers();
         Python::attach(|py| {
             let mut served = false;
             let mut turn = Turn::start();

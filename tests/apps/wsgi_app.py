@@ -8,17 +8,22 @@ GET /env              -> JSON: the environ's keys and the values the tests look 
 GET /slow?t=S         -> "begin\\n" at once, "end\\n" S seconds later
 GET /barrier?n=N      -> "ok" once N requests are in the app at once (a 500 after 10 s)
 POST /echo            -> the request body
-GET /sched?burn=MS    -> JSON, after MS ms of CPU: the scheduling policy of the thread
-                         serving, and those of the pool's idle watchers
+GET /sched?burn=MS    -> JSON, after MS ms of CPU: the scheduling policy and the timer
+                         slack of the thread serving, and the policies of the pool's
+                         idle watchers
 GET /cpus             -> JSON: this pid and the CPUs the thread serving may run on
 """
 
+import ctypes
 import json
 import os
 import threading
 import time
 from urllib.parse import parse_qsl
 from wsgiref.validate import validator
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_GET_TIMERSLACK = 30  # linux/prctl.h
 
 _barriers = {}
 _lock = threading.Lock()
@@ -68,7 +73,8 @@ def _routes(environ, start_response):
         end = time.thread_time() + float(query.get("burn", 0)) / 1e3
         while time.thread_time() < end:
             pass
-        body = json.dumps({"policy": os.sched_getscheduler(0), "watchers": _watcher_policies()}).encode()
+        body = json.dumps({"policy": os.sched_getscheduler(0), "slack_ns": _libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0),
+                           "watchers": _watcher_policies()}).encode()
         start_response("200 OK", [("Content-Type", "application/json")])
         return [body]
     if path == "/cpus":
