@@ -30,10 +30,26 @@ ROWS = {
 }
 
 
+def _row(name):
+    """The row of `name`. `NAME@K` runs NAME's server again as a row of its own (the same
+    command): two copies of one server measured alongside each other show how far the
+    counts of identical servers differ from round to round."""
+    base, _, copy = name.partition("@")
+    return ROWS.get(base) if not copy or copy.isdigit() else None
+
+
+def known(name):
+    return _row(name) is not None
+
+
 def command(name, port, workers):
-    _, target, build = ROWS[name]
+    _, target, build = _row(name)
     return build(target, port, workers)
 
 
 def label(name):
-    return ROWS[name][0] if name in ROWS else name
+    row = _row(name)
+    if row is None:
+        return name
+    copy = name.partition("@")[2]
+    return f"{row[0]} (copy {copy})" if copy else row[0]

@@ -43,7 +43,9 @@ def parse_args(argv):
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="1 round, 3 s per cell (default)")
     mode.add_argument("--full", action="store_true", help="2 rounds, 10 s per cell")
-    p.add_argument("--servers", default=",".join(peers.ROWS), help="comma-separated subset of " + ",".join(peers.ROWS))
+    p.add_argument("--servers", default=",".join(peers.ROWS),
+                   help="comma-separated subset of " + ",".join(peers.ROWS) + "; NAME@2 runs NAME's server "
+                   "again as a row of its own")
     p.add_argument("--vus", type=int, default=50, help="virtual users (default 50)")
     p.add_argument("--workers", type=_ints, default=peers.WORKERS,
                    help="worker counts (default " + ",".join(map(str, peers.WORKERS)) + ")")
@@ -55,7 +57,7 @@ def parse_args(argv):
     p.add_argument("--from-results", metavar="FILE", help="print the table of an earlier run")
     args = p.parse_args(argv)
     args.servers = [s for s in args.servers.split(",") if s]
-    unknown = [s for s in args.servers if s not in peers.ROWS]
+    unknown = [s for s in args.servers if not peers.known(s)]
     if unknown:
         p.error(f"unknown servers: {', '.join(unknown)}")
     args.rounds = args.rounds or (2 if args.full else 1)
@@ -106,10 +108,10 @@ def main(argv=None):
     meta, records = results_of(args, measure)
     print()
     print(table.table(records, meta))
-    cycles = table.cycle_table(records, meta)
-    if cycles:
-        print()
-        print(cycles)
+    for extra in (table.cycle_table(records, meta), table.round_table(records, meta)):
+        if extra:
+            print()
+            print(extra)
     return 0
 
 

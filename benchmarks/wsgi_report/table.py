@@ -94,3 +94,23 @@ def cycle_table(records, meta):
     lines += ["", f"A user's mean cycle in ms (GET /, 0.1 s of think time, GET /api, GET /), "
               f"median of {meta['rounds']} round(s)."]
     return "\n".join(lines)
+
+
+def round_table(records, meta):
+    """Each round's requests per server and cell ("" for runs of fewer than three rounds):
+    with the servers at the users' ceiling, which one has the most changes from round to
+    round, and this shows by how much."""
+    if meta["rounds"] < 3:
+        return ""
+    cells, _ = _grid(meta)
+    counts = {(r["server"], r["workers"], r["db_ms"], r["round"]): r["requests"] for r in records if "failed" not in r}
+    lines = []
+    for w, ms in cells:
+        head = " | ".join(str(n + 1) for n in range(meta["rounds"]))
+        lines += [f"| {w} worker{'s' if w > 1 else ''}, db {ms} ms | {head} |", "|---|" + "---:|" * meta["rounds"]]
+        for s in meta["servers"]:
+            row = [counts.get((s, w, ms, n)) for n in range(meta["rounds"])]
+            lines.append(f"| {label(s)} | " + " | ".join("–" if c is None else f"{c:,}" for c in row) + " |")
+        lines.append("")
+    lines.append("Requests handled in each round (the servers take turns in a rotated order each round).")
+    return "\n".join(lines)
