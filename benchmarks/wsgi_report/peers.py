@@ -34,8 +34,8 @@ def _row(name):
     """The row of `name`. `NAME@K` runs NAME's server again as a row of its own (the same
     command): two copies of one server measured alongside each other show how far the
     counts of identical servers differ from round to round."""
-    base, _, copy = name.partition("@")
-    return ROWS.get(base) if not copy or copy.isdigit() else None
+    base, at, copy = name.partition("@")
+    return ROWS.get(base) if not at or copy.isdigit() else None
 
 
 def known(name):
