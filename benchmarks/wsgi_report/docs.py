@@ -120,7 +120,7 @@ def report_targets(records, meta):
             best_asgi = max(asgi, key=lambda x: x[1]["requests"])
             share = sf["requests"] / best_asgi[1]["requests"]
             near = f" ({'within' if share >= 1 - ASGI_SLACK else 'not within'} 5%)" if ms else ""
-            rows.append(f"| {w} worker{'s' if w > 1 else ''}, db {ms} ms | {sf['requests']:,.0f} ({sf['p95_ms']:.1f} ms) | "
+            rows.append(f"| {table.cell_name(w, ms)} | {sf['requests']:,.0f} ({sf['p95_ms']:.1f} ms) | "
                         f"{top[1]['requests']:,.0f} ({row_label(top[0])}) | "
                         f"{'yes' if sf['requests'] >= top[1]['requests'] else 'no'} | "
                         f"{'yes' if sf['p95_ms'] <= low_p95 else 'no'} ({low_p95:.1f} ms) | "

@@ -47,10 +47,15 @@ def _median(rounds, field):
     return statistics.median(values) if values else None
 
 
+def cell_name(workers, db_ms):
+    """A cell as the tables name it: "2 workers, db 25 ms"."""
+    return f"{workers} worker{'s' if workers > 1 else ''}, db {db_ms} ms"
+
+
 def _grid(meta):
     """The run's cells (workers, db_ms) and the head lines of a table with one column each."""
     cells = [(w, ms) for w in meta["workers"] for ms in meta["latencies"]]
-    head = " | ".join(f"{w} worker{'s' if w > 1 else ''}, db {ms} ms" for w, ms in cells)
+    head = " | ".join(cell_name(w, ms) for w, ms in cells)
     return cells, [f"| server | {head} |", "|---|" + "---:|" * len(cells)]
 
 
@@ -107,7 +112,7 @@ def round_table(records, meta):
     lines = []
     for w, ms in cells:
         head = " | ".join(str(n + 1) for n in range(meta["rounds"]))
-        lines += [f"| {w} worker{'s' if w > 1 else ''}, db {ms} ms | {head} |", "|---|" + "---:|" * meta["rounds"]]
+        lines += [f"| {cell_name(w, ms)} | {head} |", "|---|" + "---:|" * meta["rounds"]]
         for s in meta["servers"]:
             row = [counts.get((s, w, ms, n)) for n in range(meta["rounds"])]
             lines.append(f"| {label(s)} | " + " | ".join("–" if c is None else f"{c:,}" for c in row) + " |")
