@@ -121,6 +121,50 @@ def test_every_queued_connection_is_accepted(loop, run):
             c.close()
 
 
+class OnePerWake(Accepted):
+    """A factory that asks for one connection per wake-up of the listening socket (as
+    swordfish's server does when other processes accept from the same queue), and notes
+    how many connections had been made when the loop's next round of callbacks began."""
+
+    accept_batch = 1
+
+    def __init__(self, loop):
+        super().__init__()
+        self.loop = loop
+        self.seen_next_round = None
+
+    def __call__(self):
+        if not self.protocols:
+            # Runs after every callback already queued, so after the accept callback's
+            # whole batch, and before that socket's next accept callback.
+            self.loop.call_soon(lambda: setattr(self, "seen_next_round", len(self.protocols)))
+        return super().__call__()
+
+
+def test_accept_batch_takes_one_connection_per_wake(sf_loop, sf_run):
+    loop = sf_loop
+    listener = socket.create_server(("127.0.0.1", 0), backlog=16)
+    clients = [socket.create_connection(listener.getsockname()) for _ in range(4)]
+
+    async def main():
+        accepted = OnePerWake(loop)
+        server = await loop.create_server(accepted, sock=listener, backlog=16)
+        for i in range(len(clients)):
+            await accepted.next(i)
+        assert accepted.seen_next_round == 1
+        server.close()
+        for p in accepted.protocols:
+            p.transport.close()
+            await p.lost
+        await server.wait_closed()
+
+    try:
+        sf_run(main())
+    finally:
+        for c in clients:
+            c.close()
+
+
 def test_each_connection_gets_its_own_context(loop, run):
     """As with the stdlib's per-connection task: what the protocol factory sets in a
     context variable is seen by that connection's callbacks, and not by the next one."""

@@ -31,9 +31,9 @@ def _run(cmd, timeout):
     return out.stdout
 
 
-def wrk(url, connections, seconds, pin=(), post=None):
-    """{requests, rps, p50_ms, p99_ms, errors, ...} of one wrk run."""
-    cmd = list(pin) + ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "5s",
+def wrk(url, connections, seconds, pin=(), post=None, threads=1):
+    """{requests, rps, p50_ms, p99_ms, errors, ...} of one wrk run with `threads` threads."""
+    cmd = list(pin) + ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "5s",
                        "-s", WRK_SCRIPT, url]
     if post is not None:
         cmd += ["--", "post", str(post)]

@@ -7,6 +7,7 @@ routes built in. All listen on 127.0.0.1 with access logs off. `ServerProcess` s
 any command line (the wsgi_report suite uses it with its own apps).
 """
 import http.client
+import importlib.machinery
 import os
 import re
 import signal
@@ -173,9 +174,17 @@ def label(name):
     return tuned[1].format(tuned[2]) if tuned else name
 
 
+def built_here():
+    """Whether ../python holds swordfish built for this interpreter (else the servers use
+    the swordfish installed in the venv, e.g. from a wheel)."""
+    package = os.path.join(REPO, "python", "swordfish")
+    return any(os.path.exists(os.path.join(package, "_native" + s)) for s in importlib.machinery.EXTENSION_SUFFIXES)
+
+
 def child_env(extra=None, apps=APPS):
     env = dict(os.environ)
-    paths = [apps, os.path.join(REPO, "python")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [apps] + ([os.path.join(REPO, "python")] if built_here() else [])
+    paths += [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["PYTHONHASHSEED"] = "0"
     env.update(extra or {})

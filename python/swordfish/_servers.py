@@ -413,8 +413,11 @@ class ServersMixin:
         ssl_shutdown_timeout=None,
     ):
         """The listening socket is readable: accept what is queued, up to `backlog`
-        connections (at least one) so that other callbacks get their turn."""
-        for _ in range(max(backlog, 1)):
+        connections (at least one) so that other callbacks get their turn, or the factory's
+        `accept_batch` where it sets one (swordfish's server, when other processes accept
+        from the same queue)."""
+        batch = getattr(protocol_factory, "accept_batch", None) or backlog
+        for _ in range(max(batch, 1)):
             try:
                 conn, addr = sock.accept()
             except _NOT_NOW:

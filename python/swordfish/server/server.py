@@ -118,8 +118,15 @@ class ConnectionFactory:
     SHED = 16  # connections closed at least, each time (room for a burst of new clients)
     LOG_EVERY = 10.0
 
-    def __init__(self, state):
+    def __init__(self, state, shared_queue=False):
         self.state = state
+        # Where other processes accept from the same queue (workers, gunicorn's workers),
+        # one connection per wake-up of the listening socket: every worker's loop is woken
+        # for it, so each takes its turn, and a worker busy serving comes back to accept
+        # later than an idle one. Taking the whole queue at once, the first worker awake
+        # took 3-4 times the connections of the other (docs/design.md, "Workers share
+        # connections").
+        self.accept_batch = 1 if shared_queue else None
         self.shed = [0, 0]  # idle, heads closed since the last message
         self.next_log = 0.0
 
@@ -214,7 +221,7 @@ class Server:
                               (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
             )
             try:
-                await self._listen(loop, ConnectionFactory(state), sockets, config.ssl_context())
+                await self._listen(loop, ConnectionFactory(state, self.multiprocess), sockets, config.ssl_context())
             except OSError as exc:
                 logger.error("%s", exc)
                 self.exit_code = 1
