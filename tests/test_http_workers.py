@@ -112,6 +112,67 @@ def test_workers_serve_from_distinct_processes():
         assert not any(alive(p) for p in pids)
 
 
+def pid_kept_alive(s):
+    """GET /pid on the open connection s, which stays open: the pid that answered."""
+    s.sendall(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+    data = b""
+    while True:
+        head, sep, body = data.partition(b"\r\n\r\n")
+        if sep:
+            length = re.search(rb"(?i)content-length: *(\d+)", head)
+            if (length and len(body) >= int(length.group(1))) or (not length and body.endswith(b"0\r\n\r\n")):
+                return int(split_response(data)[1])
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+
+
+def test_workers_share_a_burst_of_connections_evenly():
+    """40 keep-alive connections opened at once: each worker holds about half (without the
+    connection board, the first worker awake took 2-4 times the other's share)."""
+    with Served("--port", "0", "--workers", "2", "--no-access-log") as srv:
+        pids = srv.wait_workers(2)
+        port = srv.port()
+        conns = [socket_to(port) for _ in range(40)]
+        try:
+            with ThreadPoolExecutor(8) as pool:
+                answered = list(pool.map(pid_kept_alive, conns))
+        finally:
+            for c in conns:
+                c.close()
+        held = [answered.count(p) for p in sorted(pids)]
+        assert set(answered) <= pids
+        assert max(held) <= 1.5 * min(held), held
+        assert srv.stop() == 0, srv.log()
+
+
+def test_a_worker_over_its_share_still_accepts_while_the_other_is_stuck():
+    """One worker's loop blocked (its count stays the lowest): the other, over its share,
+    still takes new connections, one every few tens of milliseconds, not after the block."""
+    block = 6.0
+    with Served("--port", "0", "--workers", "2", "--no-access-log") as srv:
+        srv.wait_workers(2)
+        port = srv.port()
+        blocker = socket_to(port, timeout=block + DEADLINE)
+        blocker.sendall(b"GET /pid?block=%d HTTP/1.1\r\nHost: t\r\n\r\n" % block)
+        # The blocked worker answers nothing while blocked: the first pid to answer on a
+        # new connection is the other worker's, and from then on every one is.
+        free = answering(port)
+        started = time.monotonic()
+        conns = []
+        try:
+            for _ in range(12):
+                conns.append(socket_to(port))
+                assert pid_kept_alive(conns[-1]) == free
+            took = time.monotonic() - started
+        finally:
+            for c in conns:
+                c.close()
+        assert took < block / 2, took
+        blocker.close()
+        assert srv.stop() == 0, srv.log()
+
+
 def test_killed_worker_is_replaced():
     with Served("--port", "0", "--workers", "2", "--no-access-log") as srv:
         pids = srv.wait_workers(2)

@@ -129,6 +129,8 @@ def parse_args(argv):
                    help="an environment variable for swordfish's servers (e.g. "
                    "SWORDFISH_WORKER_CPU_AFFINITY=off); repeatable")
     p.add_argument("--from-results", metavar="FILE", help="the tables of an earlier run")
+    p.add_argument("--plot", metavar="DIR", help="also draw one chart per form, DIR/cores-FORM.png "
+                   "(docs/benchmarks is where the docs take them from)")
     args = p.parse_args(argv)
     args.forms = args.forms.split(",") if args.forms else default_forms()
     bad = [f for f in args.forms if f not in ("spread", "shared", "pinned")]
@@ -339,11 +341,45 @@ def tables(meta, records):
     return "\n\n".join(parts)
 
 
+def plot(meta, records, directory):
+    """One chart per form: req/s by workload and worker count, a bar per server."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    med = medians(records)
+    paths = []
+    for form in meta["forms"]:
+        groups = [(w, n) for w in list(WORKLOADS) + ["report"]
+                  for n in sorted({k[1] for k in med if k[0] == form and k[2] == w})]
+        if not groups:
+            continue
+        servers = [s for s in meta["servers"] if any(k[0] == form and k[3] == s for k in med)]
+        width = 0.8 / len(servers)
+        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups)), 4))
+        for i, s in enumerate(servers):
+            xs = [g + (i - (len(servers) - 1) / 2) * width for g in range(len(groups))]
+            ys = [med.get((form, n, w, s), {}).get("rps", 0) / 1000 for w, n in groups]
+            ax.bar(xs, ys, width, label=server_label(s))
+        ax.set_xticks(range(len(groups)), [f"{w}\n{n} worker{'s' if n > 1 else ''}" for w, n in groups])
+        ax.set_ylabel("thousand requests/s")
+        ax.set_title(f"{form}: {meta['ncpu']} CPUs, Python {meta['python']}, medians of {meta['rounds']}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(directory, f"cores-{form}.png")
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     meta, records = results_of(args, measure)
     print()
     print(tables(meta, records))
+    if args.plot:
+        for path in plot(meta, records, args.plot):
+            print(f"plot: {os.path.relpath(path, REPO)}")
     return 0
 
 

@@ -417,7 +417,18 @@ class ServersMixin:
         `accept_batch` where it sets one (swordfish's server, when other processes accept
         from the same queue)."""
         batch = getattr(protocol_factory, "accept_batch", None) or backlog
+        # A factory may also ask the loop to leave the socket alone for a while (swordfish's
+        # server, when its worker holds more than its share of the connections).
+        gate = getattr(protocol_factory, "accept_pause", None)
         for _ in range(max(batch, 1)):
+            wait = gate() if gate is not None else 0
+            if wait:
+                self._remove_reader(sock.fileno())
+                self.call_later(
+                    wait, self._resume_serving, protocol_factory, sock, sslcontext, server, backlog,
+                    ssl_handshake_timeout, ssl_shutdown_timeout,
+                )
+                return
             try:
                 conn, addr = sock.accept()
             except _NOT_NOW:

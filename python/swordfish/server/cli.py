@@ -17,7 +17,7 @@ from .settings import SETTINGS
 
 
 # The hidden options a supervisor gives its workers (not settings: see supervisor.py).
-WORKER_OPTIONS = ("worker_notify_fd", "worker_metrics")
+WORKER_OPTIONS = ("worker_notify_fd", "worker_metrics", "worker_board")
 
 
 def _env(var):
@@ -74,15 +74,17 @@ def build_parser():
         serve.add_argument(s.flag, **options)
     serve.add_argument("--worker-notify-fd", dest="worker_notify_fd", type=int, default=None,
                        help=argparse.SUPPRESS)  # set by the supervisor for its workers
-    serve.add_argument("--worker-metrics", dest="worker_metrics", type=_metrics_slot, default=None,
+    serve.add_argument("--worker-metrics", dest="worker_metrics", type=_fd_slot, default=None,
                        help=argparse.SUPPRESS)  # FD:SLOT, the supervisor's shared counters (metrics.py)
+    serve.add_argument("--worker-board", dest="worker_board", type=_fd_slot, default=None,
+                       help=argparse.SUPPRESS)  # FD:SLOT, the supervisor's connection board (balance.py)
     if bad:
         serve.error("; ".join(bad))
     parser.serve = serve  # for errors about the options of serve
     return parser
 
 
-def _metrics_slot(text):
+def _fd_slot(text):
     fd, sep, slot = text.partition(":")
     if not (sep and fd.isdigit() and slot.isdigit()):
         raise argparse.ArgumentTypeError(f"expected FD:SLOT, not {text!r}")
@@ -134,14 +136,14 @@ def main(argv=None):
         config, worker = config_from(parser, sys.argv[1:] if argv is None else argv)
     except ValueError as exc:
         parser.serve.error(str(exc))
-    return start(config, worker["worker_notify_fd"], worker["worker_metrics"])
+    return start(config, worker["worker_notify_fd"], worker["worker_metrics"], worker["worker_board"])
 
 
-def start(config, notify_fd=None, metrics=None):
+def start(config, notify_fd=None, metrics=None, board=None):
     """Run config as `swordfish serve` does: a supervisor and its workers for workers > 1,
     reload, --workers-max-rss or --metrics, this process otherwise; the exit code.
-    notify_fd, metrics: a worker's pipe to its supervisor and its slot of the shared
-    counters (FD, SLOT)."""
+    notify_fd, metrics, board: a worker's pipe to its supervisor, its slot of the shared
+    counters and its slot of the connection board (FD, SLOT each)."""
     try:
         configure_logging(config)
     except Exception as exc:  # whatever the user's file holds: a clear line, not a traceback
@@ -196,4 +198,4 @@ def start(config, notify_fd=None, metrics=None):
             except OSError as exc:
                 print(f"swordfish: cannot write --pid-file: {exc}", file=sys.stderr)
                 return 2
-        return supervisor.run() if supervised else run(config, notify_fd, metrics)
+        return supervisor.run() if supervised else run(config, notify_fd, metrics, board)

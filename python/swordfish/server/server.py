@@ -12,6 +12,7 @@ import sys
 import time
 
 from .. import _native
+from .balance import REFRESH, AcceptGate, ConnectionBoard
 from .config import Config
 from .lifespan import Lifespan, LifespanFailed
 from .logs import access_logger, access_logger_for
@@ -118,8 +119,11 @@ class ConnectionFactory:
     SHED = 16  # connections closed at least, each time (room for a burst of new clients)
     LOG_EVERY = 10.0
 
-    def __init__(self, state, shared_queue=False):
+    def __init__(self, state, shared_queue=False, gate=None):
         self.state = state
+        # The supervisor's workers: accept only while not over this worker's share of the
+        # connections (balance.py), asked by the loop before each accept.
+        self.accept_pause = gate.pause if gate is not None else None
         # Where other processes accept from the same queue (workers, gunicorn's workers),
         # one connection per wake-up of the listening socket: every worker's loop is woken
         # for it, so each takes its turn, and a worker busy serving comes back to accept
@@ -165,6 +169,7 @@ class Server:
         self.on_max_requests = None
         self.multiprocess = False  # WSGI's wsgi.multiprocess
         self.metrics = None  # where this worker counts what it serves (--metrics)
+        self.board = None  # (FD, SLOT): this worker's slot of the supervisor's connection board
 
     async def serve(self, sockets=None):
         """Serve until `shutdown()`; sockets: already-bound listening sockets to use. Raises
@@ -191,6 +196,7 @@ class Server:
             raise
         watch = None
         interface = None
+        gate = publish = None
         try:
             if wsgi:
                 sendfile = _file_body if _has_sendfile(loop) else None
@@ -220,8 +226,12 @@ class Server:
                 static_files=(None if config.static_path_dir is None else
                               (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
             )
+            if self.board is not None:
+                gate = AcceptGate(ConnectionBoard.attach(self.board[0]), self.board[1], lambda: len(state.connections))
+                publish = loop.create_task(self._publish_connections(gate))
             try:
-                await self._listen(loop, ConnectionFactory(state, self.multiprocess), sockets, config.ssl_context())
+                await self._listen(loop, ConnectionFactory(state, self.multiprocess, gate), sockets,
+                                   config.ssl_context())
             except OSError as exc:
                 logger.error("%s", exc)
                 self.exit_code = 1
@@ -239,6 +249,10 @@ class Server:
         finally:
             if watch is not None:
                 watch.cancel()
+            if publish is not None:
+                publish.cancel()
+            if gate is not None:
+                gate.withdraw()  # before the listeners close: the others stop waiting on it
             await self._shutdown_connections()
             if wsgi and interface is not None:
                 self._stop_wsgi_threads(interface)
@@ -300,6 +314,14 @@ class Server:
                 logger.info("swordfish serving on %s://%s:%d (pid %d)", scheme, host, port, os.getpid())
             else:
                 logger.info("swordfish serving on unix:%s (pid %d)", name, os.getpid())
+
+    @staticmethod
+    async def _publish_connections(gate):
+        # Counts go up on the board as this worker accepts; this brings closed connections
+        # in (balance.py: a count left high only makes the others take more).
+        while True:
+            gate.publish()
+            await asyncio.sleep(REFRESH)
 
     async def _watch_requests(self, limit):
         # Polled (0.05 s) rather than a per-request callback from the native protocol:
@@ -399,10 +421,11 @@ def _heartbeat(loop, fd, interval):
     beat()
 
 
-def run(config: Config, notify_fd=None, metrics=None):
+def run(config: Config, notify_fd=None, metrics=None, board=None):
     """Run a server on a new loop of the configured kind until SIGINT/SIGTERM; returns
     the exit code. notify_fd: a worker's pipe to its supervisor (see supervisor.py);
-    metrics: its slot of the supervisor's counters, (FD, SLOT) (see metrics.py)."""
+    metrics: its slot of the supervisor's counters, (FD, SLOT) (see metrics.py); board:
+    its slot of the supervisor's connection board, (FD, SLOT) (see balance.py)."""
     _native.tune_allocator()
     loop = config.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -418,6 +441,7 @@ def run(config: Config, notify_fd=None, metrics=None):
             _heartbeat(loop, notify_fd, config.timeout_worker_healthcheck / 4)
     if metrics is not None:
         server.metrics = _native.MetricsSlot(*metrics)
+    server.board = board
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         try:

@@ -36,6 +36,9 @@ and `M` once it has served `--max-requests`.
   taken back when it is reaped; the endpoint (metrics.py) runs on a thread of its own.
 - `--worker-cpu-affinity` (affinity.py): each worker holds a place, 0 to N-1, that its
   replacement takes over; the place picks its CPU, set in the child before it runs Python.
+- Connections: each worker gets a slot of the board of open-connection counts
+  (`--worker-board FD:SLOT`, balance.py), by which the workers share the accepted
+  connections evenly; a slot is cleared and taken back when its worker is reaped.
 """
 
 import logging
@@ -48,6 +51,7 @@ import subprocess
 import sys
 import time
 
+from .balance import NOT_ACCEPTING, ConnectionBoard
 from .cli import worker_argv, worker_env
 from .metrics import MetricsEndpoint, WorkerCounters, render
 from .reload import FileWatch
@@ -139,6 +143,7 @@ class Worker:
         self.kill_at = None
         self.last_beat = None  # when it last wrote to its pipe (set once it listens)
         self.slot = None  # its slot of the shared counters (--metrics)
+        self.board_slot = None  # its slot of the connection board (balance.py)
         self.place = None  # 0..N-1, passed on to its replacement (--worker-cpu-affinity)
 
 
@@ -157,6 +162,9 @@ class Supervisor:
         self.next_look = None  # when the watched files are looked at next (--reload)
         self.next_rss = None  # when the workers' memory is looked at next (--workers-max-rss)
         self.counters = WorkerCounters() if config.metrics else None
+        # Room for every worker and a replacement of each (a reload replaces them all).
+        self.board = ConnectionBoard.create(2 * config.workers)
+        self.board_free = list(range(self.board.slots))
         self.endpoint = None
         if config.reload:
             dirs = config.reload_dirs or [config.app_dir or "."]
@@ -288,6 +296,12 @@ class Supervisor:
         restarts = max(0, self.counters.started - self.config.workers)
         return render(self.counters.totals(), serving, restarts)
 
+    def _release_board_slot(self, slot):
+        """A slot of the board is free again: its worker exited (or never started)."""
+        if slot is not None:
+            self.board[slot] = NOT_ACCEPTING
+            self.board_free.append(slot)
+
     def _free_place(self):
         taken = {w.place for w in self.workers if not w.stopping}
         return next((p for p in range(self.config.workers) if p not in taken), len(self.workers))
@@ -304,6 +318,12 @@ class Supervisor:
             slot = self.counters.allocate()
             cmd += ["--worker-metrics", f"{self.counters.fd}:{slot}"]
             fds.append(self.counters.fd)
+        # With every slot taken (workers not reaped yet), a worker goes without: it accepts
+        # as a worker without the board would, one connection per wake-up.
+        board_slot = self.board_free.pop(0) if self.board_free else None
+        if board_slot is not None:
+            cmd += ["--worker-board", f"{self.board.fd}:{board_slot}"]
+            fds.append(self.board.fd)
         # argv says it all, but for the secrets (worker_env), which stay out of the process list.
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}
         env.update(worker_env(self.config))
@@ -312,6 +332,7 @@ class Supervisor:
         except BaseException:
             if slot is not None:
                 self.counters.release(slot)
+            self._release_board_slot(board_slot)
             os.close(rfd)
             raise
         finally:
@@ -319,6 +340,7 @@ class Supervisor:
         os.set_blocking(rfd, False)  # a grandchild may hold the write end after the worker exits
         w = Worker(proc, rfd, predecessor)
         w.slot = slot
+        w.board_slot = board_slot
         w.place = place
         self.workers.append(w)
         self.sel.register(rfd, selectors.EVENT_READ, w)
@@ -414,6 +436,7 @@ class Supervisor:
             self._forget_pipe(w)
             if w.slot is not None:
                 self.counters.release(w.slot)
+            self._release_board_slot(w.board_slot)
             if self.stopping or w.stopping:
                 continue
             if not w.ready and self.watch is not None:
