@@ -48,6 +48,7 @@ SERVERS = ["swordfish-wsgi", "granian-wsgi", "granian-wsgi-bt1", "gunicorn-gthre
 REPORT_ROW = {"swordfish-wsgi": "swordfish-wsgi", "granian-wsgi": "granian-wsgi", "swordfish": "swordfish-asgi",
               "granian-uvloop": "granian-asgi", "uvicorn-httptools": "uvicorn",
               "gunicorn-gthread-t8": "gunicorn-gthread"}
+OWN_LABELS = {"swordfish": "swordfish ASGI", "swordfish-wsgi": "swordfish WSGI"}
 WORKLOADS = {"hello": ("/", None), "get10k": ("/10k", None), "echo10k": ("/echo", 10240)}
 CONNECTIONS = 256
 REPORT_USERS, REPORT_DB_MS = 400, 25
@@ -63,7 +64,8 @@ def split_name(name):
 
 
 def server_label(name):
-    return " ".join([label(split_name(name)[0])] + name.split("+")[1:])
+    base = split_name(name)[0]
+    return " ".join([OWN_LABELS.get(base) or label(base)] + name.split("+")[1:])
 
 
 def context_switches(root):
@@ -355,7 +357,7 @@ def plot(meta, records, directory):
             continue
         servers = [s for s in meta["servers"] if any(k[0] == form and k[3] == s for k in med)]
         width = 0.8 / len(servers)
-        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups)), 4))
+        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups)) + 3, 4))
         for i, s in enumerate(servers):
             xs = [g + (i - (len(servers) - 1) / 2) * width for g in range(len(groups))]
             ys = [med.get((form, n, w, s), {}).get("rps", 0) / 1000 for w, n in groups]
@@ -363,7 +365,7 @@ def plot(meta, records, directory):
         ax.set_xticks(range(len(groups)), [f"{w}\n{n} worker{'s' if n > 1 else ''}" for w, n in groups])
         ax.set_ylabel("thousand requests/s")
         ax.set_title(f"{form}: {meta['ncpu']} CPUs, Python {meta['python']}, medians of {meta['rounds']}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig.tight_layout()
         path = os.path.join(directory, f"cores-{form}.png")
         fig.savefig(path, dpi=90)
