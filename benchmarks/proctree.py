@@ -1,5 +1,6 @@
 """A benchmark server's process tree, read from /proc: the suites measure a server's CPU
-time and memory over all its processes (a supervisor and its workers)."""
+time and memory over all its processes (a supervisor and its workers), and some figures
+over all their threads (`thread_sum`)."""
 import os
 
 
@@ -21,3 +22,21 @@ def tree(pid):
         found.append(p)
         todo.extend(children.get(p, ()))
     return found
+
+
+def thread_sum(pid, name, value):
+    """The sum of value(text) over /proc/P/task/T/<name> of every thread T of every process P
+    in pid's tree (threads that end while it reads are skipped)."""
+    total = 0
+    for p in tree(pid):
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/{name}") as f:
+                    total += value(f.read())
+            except (OSError, ValueError, IndexError):
+                continue
+    return total

@@ -94,20 +94,16 @@ def test_echo_server_and_its_attributes(loop, run):
     run(main())
 
 
-def test_every_queued_connection_is_accepted(loop, run):
-    """Connections queued before the loop looks are all accepted, with a small backlog
-    too."""
+def accept_queued(loop, run, accepted, clients, backlog):
+    """Serve with the factory `accepted` on a listener where `clients` connections are
+    already queued, until each has its protocol; then close everything."""
     listener = socket.create_server(("127.0.0.1", 0), backlog=16)
-    clients = [socket.create_connection(listener.getsockname()) for _ in range(6)]
+    clients = [socket.create_connection(listener.getsockname()) for _ in range(clients)]
 
     async def main():
-        accepted = Accepted()
-        server = await loop.create_server(accepted, sock=listener, backlog=2)
+        server = await loop.create_server(accepted, sock=listener, backlog=backlog)
         for i in range(len(clients)):
             await accepted.next(i)
-        assert {p.transport.get_extra_info("peername") for p in accepted.protocols} == {
-            c.getsockname() for c in clients
-        }
         server.close()
         for p in accepted.protocols:
             p.transport.close()
@@ -116,9 +112,18 @@ def test_every_queued_connection_is_accepted(loop, run):
 
     try:
         run(main())
+        return [c.getsockname() for c in clients]
     finally:
         for c in clients:
             c.close()
+
+
+def test_every_queued_connection_is_accepted(loop, run):
+    """Connections queued before the loop looks are all accepted, with a small backlog
+    too."""
+    accepted = Accepted()
+    clients = accept_queued(loop, run, accepted, 6, backlog=2)
+    assert {p.transport.get_extra_info("peername") for p in accepted.protocols} == set(clients)
 
 
 class OnePerWake(Accepted):
@@ -142,27 +147,9 @@ class OnePerWake(Accepted):
 
 
 def test_accept_batch_takes_one_connection_per_wake(sf_loop, sf_run):
-    loop = sf_loop
-    listener = socket.create_server(("127.0.0.1", 0), backlog=16)
-    clients = [socket.create_connection(listener.getsockname()) for _ in range(4)]
-
-    async def main():
-        accepted = OnePerWake(loop)
-        server = await loop.create_server(accepted, sock=listener, backlog=16)
-        for i in range(len(clients)):
-            await accepted.next(i)
-        assert accepted.seen_next_round == 1
-        server.close()
-        for p in accepted.protocols:
-            p.transport.close()
-            await p.lost
-        await server.wait_closed()
-
-    try:
-        sf_run(main())
-    finally:
-        for c in clients:
-            c.close()
+    accepted = OnePerWake(sf_loop)
+    accept_queued(sf_loop, sf_run, accepted, 4, backlog=16)
+    assert accepted.seen_next_round == 1
 
 
 def test_each_connection_gets_its_own_context(loop, run):

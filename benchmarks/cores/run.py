@@ -35,7 +35,7 @@ sys.path[:0] = [BENCH, os.path.join(BENCH, "http"), os.path.join(BENCH, "wsgi_re
 import loadgen  # noqa: E402  (the HTTP suite's wrk and http-vu runners)
 import page  # noqa: E402
 import peers  # noqa: E402  (the WSGI report's apps and rows)
-from proctree import tree  # noqa: E402
+from proctree import thread_sum, tree  # noqa: E402
 from rounds import free_port, results_of, rotated, save_results  # noqa: E402
 from servers import APPS, REPO, ServerProcess, entry, label  # noqa: E402
 
@@ -70,19 +70,8 @@ def server_label(name):
 
 def context_switches(root):
     """Voluntary and involuntary context switches of every thread of the server so far."""
-    total = 0
-    for pid in tree(root):
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/status") as f:
-                    total += sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
-            except (OSError, ValueError):
-                pass
-    return total
+    return thread_sum(root, "status", lambda text: sum(
+        int(line.split()[1]) for line in text.splitlines() if "ctxt_switches:" in line))
 
 
 def cpus():

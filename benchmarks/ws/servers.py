@@ -16,7 +16,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from proctree import tree  # noqa: E402  (shared with the other suites)
+from proctree import thread_sum, tree  # noqa: E402  (shared with the other suites)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -126,19 +126,7 @@ class Server:
     def cpu_seconds(self):
         """CPU time of the process tree's live threads, from schedstat (nanoseconds: the
         10 ms ticks of /proc/PID/stat are too coarse for a fast server's short run)."""
-        total = 0
-        for p in tree(self.proc.pid):
-            try:
-                tasks = os.listdir(f"/proc/{p}/task")
-            except OSError:
-                continue
-            for t in tasks:
-                try:
-                    with open(f"/proc/{p}/task/{t}/schedstat") as f:
-                        total += int(f.read().split()[0])
-                except (OSError, ValueError, IndexError):
-                    continue
-        return total / 1e9
+        return thread_sum(self.proc.pid, "schedstat", lambda text: int(text.split()[0])) / 1e9
 
     def rss_bytes(self):
         """Resident memory of the process tree (granian and hypercorn run a worker
