@@ -51,7 +51,7 @@ class ConnectionBoard:
 
     @classmethod
     def create(cls, slots):
-        fd = os.memfd_create("swordfish-connections", 0)
+        fd = os.memfd_create("swordfish-connections", os.MFD_CLOEXEC)  # workers get it by pass_fds
         os.ftruncate(fd, slots * SLOT.size)
         board = cls(fd, slots)
         for i in range(slots):
@@ -60,6 +60,9 @@ class ConnectionBoard:
 
     @classmethod
     def attach(cls, fd):
+        # Mapped, the descriptor is needed no more: the app's own child processes do not
+        # inherit it.
+        os.set_inheritable(fd, False)
         return cls(fd, os.fstat(fd).st_size // SLOT.size)
 
     def __getitem__(self, slot):
