@@ -116,9 +116,6 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int)
     p.add_argument("--seconds", type=float)
     p.add_argument("--warmup", type=float)
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="an environment variable for swordfish's servers (e.g. "
-                   "SWORDFISH_WORKER_CPU_AFFINITY=off); repeatable")
     p.add_argument("--from-results", metavar="FILE", help="the tables of an earlier run")
     p.add_argument("--plot", metavar="DIR", help="also draw one chart per form, DIR/cores-FORM.png "
                    "(docs/benchmarks is where the docs take them from)")
@@ -139,7 +136,6 @@ def parse_args(argv):
     args.rounds = args.rounds or (3 if args.full else 1)
     args.seconds = args.seconds or (6 if args.full else 3)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.full else 1)
-    args.env = dict(e.split("=", 1) for e in args.env)
     return args
 
 
@@ -197,9 +193,10 @@ def measured(server, port, run_load, seconds, workers):
 def show(point, r):
     conns = r.get("conns")
     balance = f"  conns {min(conns)}-{max(conns)}" if conns else ""
+    errors = f"  errors {r['errors']}" if r["errors"] else ""
     print(f"  round {point['round'] + 1} {point['form']:6} w{point['workers']} {point['server']:20} "
           f"{point['workload']:8} {r['rps']:>10,.0f} req/s  p99 {r['p99_ms']:7.2f} ms  "
-          f"cpu {r['cpu_s']:5.1f} s  switches/req {r['switches_per_req'] or 0:5.2f}{balance}" + (f"  errors {r['errors']}" if r["errors"] else ""), flush=True)
+          f"cpu {r['cpu_s']:5.1f} s  switches/req {r['switches_per_req'] or 0:5.2f}{balance}{errors}", flush=True)
 
 
 def wrk_runs(args, rnd, form, workers, name, records):
@@ -207,8 +204,7 @@ def wrk_runs(args, rnd, form, workers, name, records):
     names = [w for w in args.workloads if w in WORKLOADS]
     port = free_port()
     point = {"round": rnd, "form": form, "workers": workers, "server": name}
-    base, extra, own_env = split_name(name)
-    env = {**(args.env if name.startswith("swordfish") else {}), **own_env}
+    base, extra, env = split_name(name)
     target = "bench_wsgi:app" if entry(base).wsgi else "bench:app"
     try:
         server = ServerProcess(name, taskset(server_cpus) + entry(base).builder(target, port, workers) + extra,
@@ -239,14 +235,14 @@ def wrk_runs(args, rnd, form, workers, name, records):
 
 def report_run(args, rnd, form, workers, name, records):
     """The WSGI report's scenario (its apps and rows) at 400 users and 25 ms."""
-    base, extra, own_env = split_name(name)
+    base, extra, env = split_name(name)
     row = REPORT_ROW.get(base)
     if row is None:
         return
     server_cpus, client_cpus, _ = placement(form)
     port = free_port()
     point = {"round": rnd, "form": form, "workers": workers, "server": name, "workload": "report"}
-    env = {"REPORT_DB_LATENCY_MS": str(REPORT_DB_MS), **(args.env if name.startswith("swordfish") else {}), **own_env}
+    env = {"REPORT_DB_LATENCY_MS": str(REPORT_DB_MS), **env}
     try:
         with ServerProcess(name, taskset(server_cpus) + peers.command(row, port, workers) + extra, port,
                            REPORT_APPS, env) as server:
@@ -276,7 +272,7 @@ def measure(args):
     meta = {"python": sys.version.split()[0], "cpu": page.cpu_model(), "ncpu": len(cpus()),
             "commit": page.git_commit(REPO), "date": time.strftime("%Y-%m-%d %H:%M"),
             "servers": args.servers, "forms": args.forms, "rounds": args.rounds, "seconds": args.seconds,
-            "warmup": args.warmup, "env": args.env, "elapsed_s": round(time.monotonic() - started)}
+            "warmup": args.warmup, "elapsed_s": round(time.monotonic() - started)}
     save_results(RESULTS, "cores", meta, records)
     return meta, records
 
@@ -305,6 +301,7 @@ def tables(meta, records):
     med = medians(records)
     parts = [f"Python {meta['python']}, {meta['ncpu']} CPUs ({meta['cpu']}), commit {meta['commit']}, "
              f"{meta['date']}; medians of {meta['rounds']} round(s) of {meta['seconds']:g} s"
+             # Runs stored before NAME+VAR=value took over from --env name their variables here.
              + (f"; swordfish with {meta['env']}" if meta.get("env") else "")]
     for form in meta["forms"]:
         for workload in list(WORKLOADS) + ["report"]:
@@ -313,10 +310,11 @@ def tables(meta, records):
                 continue
             workers = sorted({k[1] for k in keys})
             servers = [s for s in meta["servers"] if any(k[3] == s for k in keys)]
-            what = f"{REPORT_USERS} users, db {REPORT_DB_MS} ms" if workload == "report" else f"{workload} c{CONNECTIONS}"
+            what = (f"{REPORT_USERS} users, db {REPORT_DB_MS} ms" if workload == "report"
+                    else f"{workload} c{CONNECTIONS}")
             head = "| server | " + " | ".join(f"{w} worker{'s' if w > 1 else ''}" for w in workers) + " |"
-            lines = [f"**{form}, {what}** — req/s (p99 ms; server CPU µs a request; context switches a request; max/min connections a worker)", "",
-                     head, "|---|" + "---:|" * len(workers)]
+            lines = [f"**{form}, {what}** — req/s (p99 ms; server CPU µs a request; context switches a "
+                     "request; max/min connections a worker)", "", head, "|---|" + "---:|" * len(workers)]
             for s in servers:
                 cells = []
                 for w in workers:

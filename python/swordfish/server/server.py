@@ -227,7 +227,8 @@ class Server:
                               (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
             )
             if self.board is not None:
-                gate = AcceptGate(ConnectionBoard.attach(self.board[0]), self.board[1], lambda: len(state.connections))
+                board = ConnectionBoard.attach(self.board[0])
+                gate = AcceptGate(board, self.board[1], lambda: len(state.connections))
                 publish = loop.create_task(self._publish_connections(gate))
             try:
                 await self._listen(loop, ConnectionFactory(state, self.multiprocess, gate), sockets,
