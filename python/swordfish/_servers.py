@@ -420,14 +420,11 @@ class ServersMixin:
         # A factory may also ask the loop to leave the socket alone for a while (swordfish's
         # server, when its worker holds more than its share of the connections).
         gate = getattr(protocol_factory, "accept_pause", None)
+        serving = (protocol_factory, sock, sslcontext, server, backlog, ssl_handshake_timeout, ssl_shutdown_timeout)
         for _ in range(max(batch, 1)):
             wait = gate() if gate is not None else 0
             if wait:
-                self._remove_reader(sock.fileno())
-                self.call_later(
-                    wait, self._resume_serving, protocol_factory, sock, sslcontext, server, backlog,
-                    ssl_handshake_timeout, ssl_shutdown_timeout,
-                )
+                self._pause_serving(wait, *serving)
                 return
             try:
                 conn, addr = sock.accept()
@@ -451,12 +448,7 @@ class ServersMixin:
                             "socket": trsock.TransportSocket(sock),
                         }
                     )
-                self._remove_reader(sock.fileno())
-                self.call_later(
-                    0 if freed else constants.ACCEPT_RETRY_DELAY, self._resume_serving,
-                    protocol_factory, sock, sslcontext, server, backlog, ssl_handshake_timeout,
-                    ssl_shutdown_timeout,
-                )
+                self._pause_serving(0 if freed else constants.ACCEPT_RETRY_DELAY, *serving)
                 return
             if self.get_debug():
                 logger.debug("%r got a new connection from %r: %r", server, addr, conn)
@@ -466,6 +458,12 @@ class ServersMixin:
                 self._accept_connection2, protocol_factory, conn, {"peername": shared_host(addr)},
                 sslcontext, server, ssl_handshake_timeout, ssl_shutdown_timeout,
             )
+
+    def _pause_serving(self, delay, protocol_factory, sock, *args):
+        """Stop watching the listening socket for `delay` seconds (args: the rest of
+        `_start_serving`'s)."""
+        self._remove_reader(sock.fileno())
+        self.call_later(delay, self._resume_serving, protocol_factory, sock, *args)
 
     def _resume_serving(self, protocol_factory, sock, *args):
         if sock.fileno() == -1:  # closed while paused
