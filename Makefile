@@ -3,6 +3,7 @@
 #   make test [PYTHON=python3.13] cargo test + pytest on one interpreter
 #   make conformance              CPython's asyncio test suite on swordfish and on asyncio
 #   make autobahn                 Autobahn|Testsuite against the WebSocket server, written to docs/autobahn.md
+#   make autobahn-rsgi            the same over RSGI, written to docs/autobahn-rsgi.md
 #   make bench                    full scheduling benchmark, written to docs/benchmarks.md
 #   make wheels                   manylinux2014 wheels for CPython 3.10-3.13 and the sdist, in dist/
 #   make wheel-smoke              one wheel installed where there is no Rust, then used (CI runs it)
@@ -21,7 +22,7 @@ endif
 VPY := $(VENV)/bin/python
 export PYO3_PYTHON := $(abspath $(VPY))
 
-.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn bench bench-quick clean wheels wheel-smoke
+.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn autobahn-rsgi bench bench-quick clean wheels wheel-smoke
 
 $(VENV)/.deps: requirements-dev.txt
 	$(PY_EXE) -m venv $(VENV)
@@ -66,6 +67,9 @@ conformance: build
 # The first run installs wstest on Python 2.7 into tools/autobahn/.py27/ (see install-py27.sh).
 autobahn: build
 	$(VPY) tools/autobahn/run.py
+
+autobahn-rsgi: build
+	$(VPY) tools/autobahn/run.py --server swordfish-rsgi
 
 run: build
 	@echo "serving examples/app.py on http://127.0.0.1:8000 (try: curl http://127.0.0.1:8000/ ; Ctrl-C stops)"

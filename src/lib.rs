@@ -1,5 +1,5 @@
 //! swordfish's native core: the event loop's scheduling, timers and I/O reactor, the
-//! transports, the HTTP/1.1 connection, and the ASGI and WSGI interfaces.
+//! transports, the HTTP/1.1 connection, and the ASGI, WSGI and RSGI interfaces.
 
 mod allocator;
 mod asgi;
@@ -12,6 +12,7 @@ mod http;
 mod metrics;
 mod pyutil;
 mod reactor;
+mod rsgi;
 mod sock_ops;
 mod spare;
 mod sync;
@@ -49,11 +50,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     http::register(m)?;
     asgi::register(m)?;
     wsgi::register(m)?;
+    rsgi::register(m)?;
     metrics::register(m)?;
     // The transport and the HTTP connection know nothing of what runs on them: the
     // native protocols and interfaces are wired here.
     transport::native::register(vec![http::native_reader, ws::conn::native_reader]);
-    http::dispatch::register(vec![asgi::app::AsgiDispatch::recognise, wsgi::app::WsgiDispatch::recognise]);
+    http::dispatch::register(vec![
+        asgi::app::AsgiDispatch::recognise,
+        wsgi::app::WsgiDispatch::recognise,
+        rsgi::app::RsgiDispatch::recognise,
+    ]);
     tasks::register(m)?;
     m.add_function(wrap_pyfunction!(monotonic, m)?)?;
     m.add_function(wrap_pyfunction!(clock_resolution, m)?)?;

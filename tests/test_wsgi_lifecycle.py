@@ -143,7 +143,7 @@ def test_app_threads_wait_without_timer_slack():
 
 @pytest.mark.parametrize("args,message", [
     (["--threads", "0"], "argument --threads: must be at least 1"),
-    (["--interface", "rsgi"], "argument --interface: invalid choice: 'rsgi'"),
+    (["--interface", "psgi"], "argument --interface: invalid choice: 'psgi'"),
 ])
 def test_cli_rejects_invalid_interface_options(args, message):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWORDFISH_")}

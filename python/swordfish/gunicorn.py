@@ -103,6 +103,7 @@ class Worker(_GunicornWorker):
         loop.add_signal_handler(signal.SIGQUIT, stop_now)
         heartbeat = loop.create_task(self._heartbeat(server))
         try:
+            server.before_loop(loop)
             loop.run_until_complete(server.serve(sockets=[s.sock for s in self.sockets]))
         except (LifespanFailed, OSError):
             # Told to the arbiter as a boot failure, as uvicorn's worker does.
@@ -111,6 +112,7 @@ class Worker(_GunicornWorker):
             heartbeat.cancel()
             loop.run_until_complete(asyncio.gather(heartbeat, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
+            server.after_loop(loop)
         finally:
             # After an abort (the arbiter's timeout) the loop is not run again: it would
             # accept connections only to drop them.

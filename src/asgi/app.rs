@@ -4,7 +4,7 @@
 
 use super::http::{body_message, build_scope, disconnect_message};
 use super::websocket::websocket_scope;
-use crate::event_loop::LoopCore;
+use crate::http::app_task::AppTasks;
 use crate::http::conn::Conn;
 use crate::http::dispatch::{Dispatch, Served};
 use crate::http::parse::{is_unreserved_or_sub_delim, Head, Reject};
@@ -17,8 +17,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use pyo3::{PyTraverseError, PyVisit};
 use std::any::Any;
-use std::collections::VecDeque;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// The keys of an `http` scope, in the order the scope lists them.
@@ -39,10 +37,6 @@ const SCOPE_KEYS: [&str; 14] = [
     "extensions",
 ];
 
-/// Seconds the client gets to answer the server's close frame (as the `websockets`
-/// library's default).
-const WS_CLOSE_TIMEOUT: f64 = 10.0;
-
 /// A path as it may appear in a request target: the bytes of RFC 3986's `pchar` and `/`
 /// as they are, every other byte as `%XX`.
 fn percent_encode_path(path: &[u8]) -> Vec<u8> {
@@ -58,32 +52,10 @@ fn percent_encode_path(path: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Requests waiting for an eager step to return: (protocol, scope, request generation).
-pub type Chained = VecDeque<(Py<HttpProtocol>, Py<PyAny>, u64)>;
-
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct AsgiApp {
-    pub app: Py<PyAny>,
-    pub lp: Py<PyAny>,
-    pub create_task: Py<PyAny>,
-    /// The Task class, called `Task(coro, loop=loop, eager_start=True)`: a task that runs
-    /// its first step at once (Python 3.12+), so a response that never waits is sent
-    /// without a trip through the ready queue. (The loop must be given: an eager start
-    /// asks it whether it runs.)
-    pub eager_task: Option<Py<PyAny>>,
-    /// `{"loop": loop, "eager_start": True}`: the keywords of that call, built once (the
-    /// Task type has no vectorcall, so keywords given by name would become a new dict per
-    /// request).
-    pub kw_eager: Py<PyDict>,
-    /// An eager task is running its first step: a request it completes and that starts the
-    /// next pipelined one waits in `chained` until the step returns (no nesting, however
-    /// long the pipeline).
-    pub in_eager: AtomicBool,
-    /// (protocol, scope, request generation) of the requests waiting so.
-    pub chained: GilCell<Chained>,
-    /// The loop's native core when it is swordfish's own loop: an eager start is skipped
-    /// while callbacks are already waiting there (see `start`).
-    pub core: Option<Py<LoopCore>>,
+    /// The application and how its tasks start.
+    pub tasks: AppTasks,
     /// `pathsend(protocol, transport, path, gen, size)`: the coroutine that sends a file.
     pub pathsend: Py<PyAny>,
     pub lifespan_state: Option<Py<PyDict>>,
@@ -157,20 +129,8 @@ impl AsgiApp {
             };
             scope_template.set_item(PyString::intern(py, key), value)?;
         }
-        let create_task = loop_.bind(py).getattr("create_task")?.unbind();
-        let kw_eager = PyDict::new(py);
-        kw_eager.set_item(PyString::intern(py, "loop"), &loop_)?;
-        kw_eager.set_item(PyString::intern(py, "eager_start"), true)?;
-        let core = loop_.bind(py).cast::<LoopCore>().ok().map(|c| c.clone().unbind());
         Ok(AsgiApp {
-            app,
-            lp: loop_,
-            create_task,
-            eager_task,
-            kw_eager: kw_eager.unbind(),
-            in_eager: AtomicBool::new(false),
-            chained: GilCell::new(VecDeque::new()),
-            core,
+            tasks: AppTasks::new(py, app, loop_, eager_task)?,
             pathsend,
             lifespan_state,
             scope_template: scope_template.unbind(),
@@ -180,13 +140,7 @@ impl AsgiApp {
             root_path: root_path.as_bytes().to_vec(),
             root_path_raw: percent_encode_path(root_path.as_bytes()),
             ws_enabled: ws,
-            ws_settings: WsSettings {
-                max_size: ws_max_size,
-                max_queue: ws_max_queue.max(1),
-                ping_interval: ws_ping_interval,
-                ping_timeout: ws_ping_timeout,
-                close_timeout: WS_CLOSE_TIMEOUT,
-            },
+            ws_settings: WsSettings::new(ws_max_size, ws_max_queue, ws_ping_interval, ws_ping_timeout),
             ws_deflate: ServerConfig { enabled: ws_per_message_deflate, ..ServerConfig::default() },
         })
     }
@@ -198,24 +152,11 @@ impl AsgiApp {
 
 impl AsgiApp {
     fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.app)?;
-        visit.call(&self.lp)?;
-        visit.call(&self.create_task)?;
-        visit.call(&self.eager_task)?;
-        visit.call(&self.core)?;
+        self.tasks.visit(visit)?;
         visit.call(&self.pathsend)?;
         visit.call(&self.lifespan_state)?;
-        visit.call(&self.kw_eager)?;
         visit.call(&self.scope_template)?;
         visit.call(&self.asgi_info)?;
-        // SAFETY: the cyclic GC runs with the GIL held.
-        let py = unsafe { Python::assume_attached() };
-        if let Some(chained) = self.chained.try_lock(py) {
-            for (proto, scope, _) in chained.iter() {
-                visit.call(proto)?;
-                visit.call(scope)?;
-            }
-        }
         Ok(())
     }
 

@@ -8,14 +8,15 @@ use super::app::AsgiApp;
 use super::http::app_finished;
 use super::{ready, ready_none, ClientDisconnected};
 use crate::event_loop::create_future;
+use crate::http::app_task::task_exception;
 use crate::http::head::HeadBuilder;
 use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{Part, RespondError, Responded};
 use crate::sync::GilCell;
+use crate::ws::accept::Accept;
 use crate::ws::conn::{Payload, Received, SendError, WsInterface, WsProtocol, CLOSE_ABNORMAL, CLOSE_INTERNAL_ERROR};
-use crate::ws::deflate::negotiate;
 use crate::ws::frame::{valid_close_code, CLOSE_NORMAL};
-use crate::ws::handshake::{accept_key, check_upgrade, write_accept, Upgrade};
+use crate::ws::handshake::{check_upgrade, Upgrade};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -112,22 +113,15 @@ pub fn start(app: &Bound<'_, AsgiApp>, proto: &Bound<'_, HttpProtocol>, scope: P
     )?;
     let receive = session.getattr(intern!(py, "receive"))?;
     let send = session.getattr(intern!(py, "send"))?;
-    match super::start::spawn(app.get(), py, (scope, receive, send), false) {
-        Ok(task) => {
-            task.call_method1(intern!(py, "add_done_callback"), (session.getattr(intern!(py, "_task_done"))?,))?;
-            if let Some(entry) = proto.get().lock(py)?.apps.iter_mut().find(|(g, _)| *g == gen) {
-                entry.1 = Some(task.unbind());
-            }
-            Ok(())
-        }
-        Err(e) => {
-            let finished = app_finished(proto, gen, Some(e.clone_ref(py).into_value(py).into_any()));
-            if crate::pyutil::is_exit(py, &e) {
-                return Err(e);
-            }
-            finished
-        }
-    }
+    app.get().tasks.launch(
+        proto,
+        gen,
+        (scope, receive, send),
+        false,
+        || session.getattr(intern!(py, "_task_done")),
+        |_| Ok(()),
+        |exc| app_finished(proto, gen, Some(exc)),
+    )
 }
 
 /// The key and extension offers of a valid handshake, from the scope's headers.
@@ -175,62 +169,27 @@ impl WsSession {
                 headers.push((n, v));
             }
         }
-        let negotiated = negotiate(&this.extensions, &app.ws_deflate);
-        let mut head = Vec::with_capacity(256);
         let pairs: Vec<(&[u8], &[u8])> = headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())).collect();
-        write_accept(
-            &mut head,
-            &accept_key(&this.key),
-            subprotocol.as_deref(),
-            negotiated.as_ref().map(|(_, h)| h.as_str()),
-            &pairs,
-        )
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let proto = this.proto.bind(py);
-        let handover = HttpProtocol::upgrade(proto, this.gen, head)?.map_err(respond_error)?;
-        let ws = Bound::new(
-            py,
-            WsProtocol::new(
-                py,
-                app.ws_settings,
-                std::sync::Arc::new(AsgiMessages),
-                app.lp.clone_ref(py),
-                proto.clone().into_any().unbind(),
-                handover.transport.bind(py),
-                negotiated.map(|(n, _)| n),
-            )?,
-        )?;
-        proto.get().upgraded_to(py, ws.clone().into_any().unbind())?;
-        *this.stage.lock(py)? = Stage::Accepted(ws.clone().unbind());
-        let transport = handover.transport.bind(py);
-        transport.call_method1(intern!(py, "set_protocol"), (&ws,))?;
-        WsProtocol::start(&ws, handover.waiters)?;
-        if handover.reading_paused {
-            transport.call_method0(intern!(py, "resume_reading"))?;
-        }
-        if !handover.leftover.is_empty() {
-            WsProtocol::feed(&ws, &handover.leftover)?;
-        }
+        let accept = Accept {
+            key: &this.key,
+            extensions: &this.extensions,
+            deflate: &app.ws_deflate,
+            settings: app.ws_settings,
+            iface: std::sync::Arc::new(AsgiMessages),
+            lp: app.tasks.lp.clone_ref(py),
+        };
+        let ws = crate::ws::accept::accept(this.proto.bind(py), this.gen, accept, subprotocol.as_deref(), &pairs)?
+            .map_err(respond_error)?;
+        *this.stage.lock(py)? = Stage::Accepted(ws.unbind());
         Ok(())
     }
 
-    /// Refuse the handshake with `status` and an empty body (or the app's own response).
+    /// Refuse the handshake with `status` and an empty body.
     fn deny(slf: &Bound<'_, Self>, status: u16) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let proto = this.proto.bind(py);
-        let state = proto.get().state.get();
-        let rules = state.head_rules();
-        let mut head = HeadBuilder::new(status)
-            .and_then(|b| b.finish(&rules))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        // The client may have sent frames behind its handshake: the connection is not reused.
-        head.close = true;
         *this.stage.lock(py)? = Stage::Denied;
-        HttpProtocol::respond(proto, this.gen, Part::Head { head, trailers: false })?.map_err(respond_error)?;
-        let body = PyBytes::new(py, b"");
-        HttpProtocol::respond(proto, this.gen, Part::Body { body, more: false })?.map_err(respond_error)?;
-        Ok(())
+        crate::ws::accept::deny(this.proto.bind(py), this.gen, status)?.map_err(respond_error)
     }
 
     fn accepted(&self, py: Python<'_>) -> PyResult<Option<Py<WsProtocol>>> {
@@ -267,7 +226,7 @@ impl WsSession {
             Stage::Handshake => {
                 drop(stage);
                 // Waits on the request: the handshake's answer or the client leaving ends it.
-                let fut = create_future(this.app.get().lp.bind(py))?.unbind();
+                let fut = create_future(this.app.get().tasks.lp.bind(py))?.unbind();
                 let proto = this.proto.bind(py).get();
                 let mut c = proto.lock(py)?;
                 let gone = c.gone();
@@ -376,11 +335,7 @@ impl WsSession {
     fn _task_done(slf: &Bound<'_, Self>, task: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        let exc = match task.call_method0(intern!(py, "exception")) {
-            Ok(e) => (!e.is_none()).then(|| e.unbind()),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::asyncio::CancelledError>(py) => None,
-            Err(e) => return Err(e),
-        };
+        let exc = task_exception(task)?;
         let stage_open = matches!(*this.stage.lock(py)?, Stage::Connecting | Stage::Handshake);
         if let Some(ws) = this.accepted(py)? {
             // Closed by the server: 1011 after an error, 1000 after a return (as uvicorn).

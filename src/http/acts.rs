@@ -118,8 +118,8 @@ impl HttpProtocol {
                             core.get().write_file(py, file, offset, len)?;
                         }
                     }
-                    Act::SendFile { file, offset, len, gen } => {
-                        if let Err(e) = Self::send_static_file(slf, file, offset, len, gen) {
+                    Act::SendFile { file, offset, len, gen, sender } => {
+                        if let Err(e) = Self::send_file_body(slf, &sender, file, offset, len, gen) {
                             // The head is out: the response cannot be completed.
                             Self::file_sent(slf, gen, false)?;
                             return Err(e);

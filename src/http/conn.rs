@@ -148,6 +148,8 @@ pub struct Conn {
     pub reading_paused: bool,
     pub writing_paused: bool,
     pub drain_waiters: Vec<Py<PyAny>>,
+    /// Waiting for the client to go (an RSGI app's `client_disconnect()`).
+    pub lost_waiters: Vec<Py<PyAny>>,
     pub timer: Option<Py<PyAny>>,
     pub timer_at: f64,
     pub deadline: f64,
@@ -226,12 +228,13 @@ pub enum Act {
         offset: u64,
         len: u64,
     },
-    /// Send `len` bytes of a static file from `offset` as the body of request `gen`, through
-    /// the server's sender (another loop's transport, or TLS).
+    /// Send `len` bytes of a file from `offset` as the body of request `gen`, through
+    /// `sender` (another loop's transport, or TLS: see `send_file_body`).
     SendFile {
         file: std::fs::File,
         offset: u64,
         len: u64,
         gen: u64,
+        sender: Py<PyAny>,
     },
 }

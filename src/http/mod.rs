@@ -2,12 +2,13 @@
 //! head's rules (`head`) and body framing (`encode`), serialization helpers (`response`),
 //! the asyncio protocol class (`protocol`) with its connection state (`conn`), its
 //! request body API (`body`) and response API (`respond`), switching protocols (`upgrade`) and the work it runs outside
-//! its lock (`acts`), and the seam to the interface that serves the requests (`dispatch`,
+//! its lock (`acts`), how the asyncio interfaces start their apps' tasks (`app_task`), and the seam to the interface that serves the requests (`dispatch`,
 //! with the request target as interfaces present it: `target`). Around it: the PROXY
 //! protocol header (`proxy_protocol`), static files answered before any interface
 //! (`static_files`) and which connections go first when descriptors run out (`shed`).
 
 pub mod acts;
+pub mod app_task;
 pub mod body;
 pub mod config;
 pub mod conn;

@@ -354,6 +354,19 @@ impl HttpProtocol {
         Ok(msg)
     }
 
+    /// Resolve `waiter` (with None) once the connection is lost; false if it is already.
+    /// Waiters already done (given up on) are dropped, so that a client that stays
+    /// connected through many requests does not pile them up.
+    pub fn watch_lost(&self, py: Python<'_>, waiter: &Py<PyAny>) -> PyResult<bool> {
+        let mut c = self.lock(py)?;
+        if c.lost() {
+            return Ok(false);
+        }
+        c.lost_waiters.retain(|w| !crate::tasks::is_done(w.bind(py)).unwrap_or(false));
+        c.lost_waiters.push(waiter.clone_ref(py));
+        Ok(true)
+    }
+
     /// The response is complete and the body read: keep the connection for the next request
     /// or close it.
     pub fn finish_request(&self, c: &mut Conn, acts: &mut Vec<Act>) {
@@ -401,6 +414,7 @@ impl HttpProtocol {
                 reading_paused: false,
                 writing_paused: false,
                 drain_waiters: Vec::new(),
+                lost_waiters: Vec::new(),
                 timer: None,
                 timer_at: 0.0,
                 deadline: 0.0,
@@ -517,7 +531,8 @@ impl HttpProtocol {
                     acts.push(Act::Resolve(w, this.state.get().dispatch.disconnect_message(py, req.upgrade)?));
                 }
             }
-            for w in c.drain_waiters.drain(..) {
+            let lost_waiters = std::mem::take(&mut c.lost_waiters);
+            for w in c.drain_waiters.drain(..).chain(lost_waiters) {
                 acts.push(Act::Resolve(w, py.None()));
             }
             let transport = c.transport.take();
@@ -691,7 +706,7 @@ impl HttpProtocol {
             visit.call(&c.core)?;
             visit.call(&c.on_timer)?;
             visit.call(&c.timer)?;
-            for w in &c.drain_waiters {
+            for w in c.drain_waiters.iter().chain(&c.lost_waiters) {
                 visit.call(w)?;
             }
             for (_, t) in &c.apps {
@@ -716,6 +731,7 @@ impl HttpProtocol {
             c.on_timer = None;
             c.timer = None;
             c.drain_waiters.clear();
+            c.lost_waiters.clear();
             c.apps.clear();
             c.req = None;
             c.upgraded = None;

@@ -4,7 +4,7 @@
 //! an unread body, or closing). Also the end of a request's application. The interface
 //! checks its own messages; the bytes on the wire are written here.
 
-use super::conn::{Act, Conn, Expect, Reading, TimerKind, Writing};
+use super::conn::{Act, Conn, Expect, Reading, Request, TimerKind, Writing};
 use super::encode::{EncodeError, Encoder};
 use super::head::{frame_head, Framing, ResponseHead};
 use super::protocol::HttpProtocol;
@@ -33,10 +33,21 @@ pub enum Part<'py> {
         fields: Vec<u8>,
         more: bool,
     },
-    /// A file of this size is the body (the interface sends it, then calls `file_sent`).
+    /// A file of this size is the body: the interface sends it, then calls `file_sent`;
+    /// or, `open`, the connection sends it.
     File {
         size: u64,
+        open: Option<OpenFile>,
     },
+}
+
+/// A file the connection sends as the body: swordfish's socket transport queues it and
+/// sends it with `sendfile(2)`; any other goes through `sender` (a coroutine function:
+/// see `send_file_body`).
+pub struct OpenFile {
+    pub file: std::fs::File,
+    pub offset: u64,
+    pub sender: Py<PyAny>,
 }
 
 /// A part the response cannot take where it stands.
@@ -84,15 +95,30 @@ pub enum Responded {
 impl HttpProtocol {
     /// Give request `gen`'s response its next part.
     pub fn respond(slf: &Bound<'_, Self>, gen: u64, part: Part<'_>) -> PyResult<Result<Responded, RespondError>> {
+        Self::respond_parts(slf, gen, [part])
+    }
+
+    /// Give request `gen`'s response several parts at once (a head and its whole body):
+    /// taken under one lock, written in one go. Stops at the first part refused.
+    pub fn respond_parts<'py>(
+        slf: &Bound<'py, Self>,
+        gen: u64,
+        parts: impl IntoIterator<Item = Part<'py>>,
+    ) -> PyResult<Result<Responded, RespondError>> {
         let py = slf.py();
         let this = slf.get();
         let mut acts = Vec::new();
         let mut file = None;
         let outcome = {
             let mut c = this.lock(py)?;
-            let r = this.take_part(py, &mut c, gen, part, &mut acts);
-            if let Ok(Ok(Some(size))) = r {
-                file = Some((c.transport.as_ref().map(|t| t.clone_ref(py)), size));
+            let mut r = Ok(Ok(None));
+            for part in parts {
+                r = this.take_part(py, &mut c, gen, part, &mut acts);
+                match r {
+                    Ok(Ok(Some(size))) => file = Some((c.transport.as_ref().map(|t| t.clone_ref(py)), size)),
+                    Ok(Ok(None)) => {}
+                    _ => break,
+                }
             }
             r
         };
@@ -128,6 +154,7 @@ impl HttpProtocol {
         }
         let state = self.state.get();
         let closing = c.closing();
+        let native_transport = c.core.is_some();
         let Some(req) = c.current(gen) else { return Ok(Err(RespondError::Finished)) };
         if closing && req.complete() {
             // The connection answered for the application (a refused body) and is closing:
@@ -252,7 +279,7 @@ impl HttpProtocol {
                     done = true;
                 }
             }
-            Part::File { size } => {
+            Part::File { size, open } => {
                 if !matches!(req.writing, Writing::Head { .. }) {
                     return Ok(Err(RespondError::FileNotAllowed));
                 }
@@ -278,8 +305,22 @@ impl HttpProtocol {
                     done = true;
                 } else {
                     req.sent = size;
-                    req.writing = Writing::File;
-                    file = Some(size);
+                    match open {
+                        // Queued behind the head: the response is complete, as one of
+                        // bytes is once queued.
+                        Some(OpenFile { file, offset, .. }) if native_transport => {
+                            acts.push(Act::WriteFile { file, offset, len: size });
+                            done = true;
+                        }
+                        Some(OpenFile { file, offset, sender }) => {
+                            req.writing = Writing::File;
+                            acts.push(Act::SendFile { file, offset, len: size, gen, sender });
+                        }
+                        None => {
+                            req.writing = Writing::File;
+                            file = Some(size);
+                        }
+                    }
                 }
             }
         }
@@ -361,6 +402,30 @@ impl HttpProtocol {
         }
     }
 
+    /// Hand `len` bytes of `file` from `offset` to `sender`, as the body of request `gen`:
+    /// `sender(protocol, transport, file object, offset, len, gen, None)` is a coroutine
+    /// function that calls `_pathsend_done` when they are out (or failed).
+    pub(in crate::http) fn send_file_body(
+        slf: &Bound<'_, Self>,
+        sender: &Py<PyAny>,
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+        gen: u64,
+    ) -> PyResult<()> {
+        use std::os::fd::{AsRawFd, IntoRawFd};
+        let py = slf.py();
+        let this = slf.get();
+        let transport = this.lock(py)?.transport.as_ref().map_or_else(|| py.None(), |t| t.clone_ref(py));
+        let open = py.import(pyo3::intern!(py, "builtins"))?.getattr(pyo3::intern!(py, "open"))?;
+        let fobj = open.call1((file.as_raw_fd(), pyo3::intern!(py, "rb")))?;
+        // The file object owns the descriptor from here on, and closes it.
+        let _ = file.into_raw_fd();
+        let coro = sender.call1(py, (slf, transport, fobj, offset, len, gen, py.None()))?;
+        this.state.get().lp.call_method1(py, pyo3::intern!(py, "create_task"), (coro,))?;
+        Ok(())
+    }
+
     /// The file sent as the body of request `gen` is out (`ok`) or failed.
     pub fn file_sent(slf: &Bound<'_, Self>, gen: u64, ok: bool) -> PyResult<()> {
         let py = slf.py();
@@ -389,6 +454,10 @@ pub struct AppEnd {
     pub raised: &'static str,
     pub returned_before_start: &'static str,
     pub returned_before_end: &'static str,
+    /// A file the connection is sending as the body goes on after the app returns (RSGI's
+    /// `response_file` returns at once); else the app waits for it, and one that returns
+    /// before it is out cut its response short.
+    pub file_outlives_app: bool,
 }
 
 impl HttpProtocol {
@@ -414,8 +483,9 @@ impl HttpProtocol {
             if lost && c.apps.is_empty() {
                 acts.push(Act::Forget); // see connection_lost
             }
+            let file_goes_on = |req: &Request| words.file_outlives_app && matches!(req.writing, Writing::File);
             match c.current(gen) {
-                Some(req) if !req.complete() => {
+                Some(req) if !req.complete() && !file_goes_on(req) => {
                     let msg = match (&exc, &req.writing) {
                         (Some(_), _) => words.raised,
                         (None, Writing::Init) => words.returned_before_start,

@@ -20,7 +20,7 @@ mod task;
 mod task_api;
 
 pub(crate) use future::FutureCore;
-pub(crate) use task::{StepArg, TaskCore, TaskRef};
+pub(crate) use task::{send, Sent, StepArg, TaskCore, TaskRef};
 
 use pyo3::ffi;
 use pyo3::prelude::*;

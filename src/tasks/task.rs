@@ -254,14 +254,14 @@ fn step_impl(task: &Bound<'_, PyAny>, core: TaskRef<'_>, exc: Option<Bound<'_, P
     }
 }
 
-enum Sent<'py> {
+pub(crate) enum Sent<'py> {
     Yielded(Bound<'py, PyAny>),
     Returned(Bound<'py, PyAny>),
     Raised(PyErr),
 }
 
 /// `coro.send(None)` through the send protocol (no StopIteration object on return).
-fn send<'py>(coro: &Bound<'py, PyAny>) -> Sent<'py> {
+pub(crate) fn send<'py>(coro: &Bound<'py, PyAny>) -> Sent<'py> {
     let py = coro.py();
     let mut out: *mut ffi::PyObject = std::ptr::null_mut();
     // SAFETY: a live iterator-like object; `out` receives a new reference or stays null.

@@ -44,6 +44,17 @@ pub struct WsSettings {
     pub close_timeout: f64,
 }
 
+/// Seconds the client gets to answer the server's close frame (as the `websockets`
+/// library's default).
+const CLOSE_TIMEOUT: f64 = 10.0;
+
+impl WsSettings {
+    /// The server's options (`--ws-max-size` and the rest).
+    pub fn new(max_size: usize, max_queue: usize, ping_interval: Option<f64>, ping_timeout: Option<f64>) -> Self {
+        WsSettings { max_size, max_queue: max_queue.max(1), ping_interval, ping_timeout, close_timeout: CLOSE_TIMEOUT }
+    }
+}
+
 /// The close handshake (RFC 6455 §7).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Closing {

@@ -10,6 +10,8 @@ pub const CLOSE_NORMAL: u16 = 1000;
 pub const CLOSE_PROTOCOL_ERROR: u16 = 1002;
 /// A message's data is inconsistent with its type (invalid UTF-8 in a text message).
 pub const CLOSE_INVALID_DATA: u16 = 1007;
+/// Policy violation (RFC 6455 §7.4.1).
+pub const CLOSE_POLICY_VIOLATION: u16 = 1008;
 /// A message is too big to process.
 pub const CLOSE_TOO_BIG: u16 = 1009;
 

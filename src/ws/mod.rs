@@ -1,8 +1,10 @@
 //! WebSocket (RFC 6455, RFC 7692): the pure protocol parts — frame codec (`frame`), the
 //! opening handshake (`handshake`), message assembly with its checks (`reader`) and
 //! permessage-deflate (`deflate`) — and the connection that runs them on the loop thread
-//! (`conn`, which assembles binary messages in Python `bytes`: `payload`).
+//! (`conn`, which assembles binary messages in Python `bytes`: `payload`), started by
+//! accepting a handshake (`accept`).
 
+pub mod accept;
 pub mod conn;
 pub mod deflate;
 pub mod frame;

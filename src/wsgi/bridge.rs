@@ -46,6 +46,7 @@ const WSGI_APP_END: AppEnd = AppEnd {
     raised: "Exception in WSGI application",
     returned_before_start: "WSGI application returned without starting its response",
     returned_before_end: "WSGI application returned without completing its response",
+    file_outlives_app: false,
 };
 
 #[pyclass(module = "swordfish._native", frozen)]
@@ -221,7 +222,7 @@ fn send_file(
     if gone(HttpProtocol::respond(proto, ex.gen, Part::Head { head, trailers: false })?).is_none() {
         return Ok(());
     }
-    match gone(HttpProtocol::respond(proto, ex.gen, Part::File { size })?) {
+    match gone(HttpProtocol::respond(proto, ex.gen, Part::File { size, open: None })?) {
         Some(Responded::File(transport, size)) => {
             let Some(sendfile) = &bridge.sendfile else {
                 // The app thread posts a file only when the bridge can send one; should it

@@ -81,15 +81,16 @@ def _case(c):
 
 
 def markdown(cases, meta):
-    """The whole file. `meta`: server, server_version, command, wstest, cases, duration (s),
-    server_died, reports (the report directory, relative to the repo)."""
+    """The whole file. `meta`: server, app (the echo app's path), server_version, command,
+    wstest, cases, duration (s), server_died, reports (the report directory, relative to the
+    repo)."""
     out = [
         "# Autobahn|Testsuite: WebSocket conformance",
         "",
         "Autobahn|Testsuite's fuzzingclient (framing, pings, reserved bits, opcodes, "
         "fragmentation, UTF-8, limits, closing handshake, permessage-deflate) run against "
-        f"{meta['server']} serving the echo app `tools/autobahn/echo_app.py`. "
-        "Run it with `make autobahn`, which installs the testsuite on Python 2.7 into "
+        f"{meta['server']} serving the echo app `{meta['app']}`. "
+        "Run it with `make autobahn` (`make autobahn-rsgi`: the RSGI echo app), which installs the testsuite on Python 2.7 into "
         "`tools/autobahn/.py27/` the first time and then rewrites this file; "
         "`tools/autobahn/run.py --help` lists the options (`--server uvicorn --server-python PY` "
         "runs the same cases against uvicorn). This file is generated: edit "

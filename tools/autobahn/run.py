@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Run Autobahn|Testsuite's fuzzingclient against swordfish's WebSocket server (or uvicorn,
-to compare) serving tools/autobahn/echo_app.py, and summarise the report in markdown.
+to compare) serving tools/autobahn/echo_app.py (ASGI; `--server swordfish-rsgi`: the RSGI
+echo app, tools/autobahn/rsgi_echo_app.py), and summarise the report in markdown.
 
-    tools/autobahn/run.py [--server swordfish|uvicorn] [--server-python PY]
+    tools/autobahn/run.py [--server swordfish|swordfish-rsgi|uvicorn] [--server-python PY]
                           [--markdown docs/autobahn.md] [--cases '1.*,9.1.1'] [-v]
 
 Installs wstest on Python 2.7 first (install-py27.sh; nothing to do once it has run), starts
@@ -29,7 +30,10 @@ sys.path.insert(0, HERE)
 
 import report  # noqa: E402
 
-SERVERS = ("swordfish", "uvicorn")
+SERVERS = ("swordfish", "swordfish-rsgi", "uvicorn")
+# Each server's echo app, and where its summary goes by default.
+APPS = {"swordfish": "echo_app", "swordfish-rsgi": "rsgi_echo_app", "uvicorn": "echo_app"}
+MARKDOWN = {"swordfish-rsgi": "autobahn-rsgi.md"}
 
 
 def parse_args(argv):
@@ -40,8 +44,8 @@ def parse_args(argv):
                    help="interpreter that runs the server (default: this one)")
     p.add_argument("--py27", default=os.environ.get("PY27"),
                    help="Python 2.7 for wstest (default: $PY27, else found by tools/find-python)")
-    p.add_argument("--markdown", default=os.path.join(REPO, "docs", "autobahn.md"),
-                   help="where the summary goes (default: docs/autobahn.md)")
+    p.add_argument("--markdown", default=None,
+                   help="where the summary goes (default: docs/autobahn.md; docs/autobahn-rsgi.md for swordfish-rsgi)")
     p.add_argument("--reports", default=None,
                    help="directory for logs and the report (default: tools/autobahn/.reports/SERVER)")
     p.add_argument("--cases", default="*",
@@ -55,6 +59,7 @@ def parse_args(argv):
     p.add_argument("-v", "--verbose", action="store_true", help="print every case as it starts")
     args = p.parse_args(argv)
     args.reports = os.path.abspath(args.reports or os.path.join(HERE, ".reports", args.server))
+    args.markdown = args.markdown or os.path.join(REPO, "docs", MARKDOWN.get(args.server, "autobahn.md"))
     args.case_list = [c.strip() for c in args.cases.split(",") if c.strip()]
     return args
 
@@ -76,15 +81,15 @@ def free_port():
 def server_command(args, port):
     # Relative: the server runs in the repo root, and the command goes into the summary.
     common = ["--app-dir", os.path.relpath(HERE, REPO), "--host", "127.0.0.1", "--port", str(port), "--no-access-log"]
-    if args.server == "swordfish":
-        return [args.server_python, "-m", "swordfish", "serve", "echo_app:app", *common]
+    if args.server.startswith("swordfish"):
+        return [args.server_python, "-m", "swordfish", "serve", f"{APPS[args.server]}:app", *common]
     return [args.server_python, "-m", "uvicorn", "echo_app:app", *common,
             "--ws", "websockets-sansio"]
 
 
 def server_version(args):
     """'name version' of the server's packages, as its interpreter sees them."""
-    names = ["swordfish"] if args.server == "swordfish" else ["uvicorn", "websockets"]
+    names = ["swordfish"] if args.server.startswith("swordfish") else ["uvicorn", "websockets"]
     code = ("import importlib.metadata as m, sys\n"
             "for n in sys.argv[1:]:\n"
             "    try: print(n, m.version(n))\n"
@@ -225,6 +230,7 @@ def main(argv=None):
     summary = report.load(index, args.server)
     meta = {
         "server": args.server,
+        "app": f"tools/autobahn/{APPS[args.server]}.py",
         "server_version": server_version(args),
         "command": " ".join(["python"] + server_command(args, port)[1:]),
         "wstest": wstest_version(args),

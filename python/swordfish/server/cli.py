@@ -47,11 +47,11 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="swordfish", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve an ASGI app over HTTP/1.1",
+    serve = sub.add_parser("serve", help="serve an ASGI, WSGI or RSGI app over HTTP/1.1",
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                            epilog="Every option can also be set as SWORDFISH_<OPTION> (e.g. SWORDFISH_PORT=9000).")
     app = _env("SWORDFISH_APP")
-    serve.add_argument("app", nargs="?" if app else None, default=app, help="the app (ASGI or WSGI) as module:attribute")
+    serve.add_argument("app", nargs="?" if app else None, default=app, help="the app (ASGI, WSGI or RSGI) as module:attribute")
     bad = []  # invalid SWORDFISH_* variables
     for s in SETTINGS:
         default = list(s.cli_default) if s.kind is list else s.cli_default

@@ -63,8 +63,8 @@ class _ConfigMethods:
             app = obj
         if self.factory:
             app = app()
-        if not callable(app):
-            raise ValueError(f"the app must be callable, got {app!r}")
+        if not callable(app) and not hasattr(app, "__rsgi__"):
+            raise ValueError(f"the app must be callable (or an RSGI app with __rsgi__), got {app!r}")
         return app
 
     def ssl_context(self):

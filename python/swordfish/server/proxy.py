@@ -94,3 +94,36 @@ def forwarded_client(hosts, trusted):
         if h not in trusted:
             return h
     return hosts[0]
+
+
+def _items(values):
+    """The comma-separated items of header values (str), in order."""
+    return [s for v in values for s in (p.strip() for p in v.split(",")) if s]
+
+
+def _host_of(address):
+    """The host of an RSGI "host:port" or "[v6]:port" address."""
+    host = address.rpartition(":")[0] if ":" in address else address
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+class RsgiProxyHeaders:
+    """`ProxyHeaders` for an RSGI app: the same rules; the scope's `client` ("host:0", the
+    port unknown) and `scheme` are the forwarding headers' when the connection comes from a
+    trusted proxy (the access log sees them too)."""
+
+    def __init__(self, app, trusted="127.0.0.1"):
+        self.app = app
+        self.trusted = trusted if isinstance(trusted, TrustedHosts) else TrustedHosts(trusted)
+
+    def __call__(self, scope, protocol):
+        if _host_of(scope.client) in self.trusted:
+            headers = scope.headers
+            scheme = scope.scheme
+            proto = _items(headers.get_all("x-forwarded-proto"))
+            if proto and proto[-1].lower() in ("http", "https"):
+                scheme = proto[-1].lower()
+            hosts = _items(headers.get_all("x-forwarded-for"))
+            if hosts or scheme != scope.scheme:
+                scope._forward(forwarded_client(hosts, self.trusted) if hosts else None, scheme == "https")
+        return self.app(scope, protocol)

@@ -16,7 +16,7 @@ from .balance import REFRESH, AcceptGate, ConnectionBoard
 from .config import Config
 from .lifespan import Lifespan, LifespanFailed
 from .logs import access_logger, access_logger_for
-from .proxy import ProxyHeaders, TrustedHosts
+from .proxy import ProxyHeaders, RsgiProxyHeaders, TrustedHosts
 from .wsgi import WsgiProxyHeaders, detect_interface, environ_template
 
 logger = logging.getLogger("swordfish.error")
@@ -170,6 +170,7 @@ class Server:
         self.multiprocess = False  # WSGI's wsgi.multiprocess
         self.metrics = None  # where this worker counts what it serves (--metrics)
         self.board = None  # (FD, SLOT): this worker's slot of the supervisor's connection board
+        self._rsgi_prepared = False  # before_loop() ran (RSGI's __rsgi_init__)
 
     async def serve(self, sockets=None):
         """Serve until `shutdown()`; sockets: already-bound listening sockets to use. Raises
@@ -184,10 +185,19 @@ class Server:
             self._exit.set()
         config = self.config
         app = config.load_app()
-        wsgi = (config.interface if config.interface != "auto" else detect_interface(app)) == "wsgi"
+        kind = self.interface_of(app)
+        wsgi = kind == "wsgi"
+        rsgi_hooks = None
+        if kind == "rsgi":
+            if not self._rsgi_prepared:
+                # Served without `run()`: the hooks run here, with the loop running.
+                self.before_loop(loop)
+                rsgi_hooks = loop
+            app = getattr(app, "__rsgi__", app)
         if config.proxy_headers:
-            app = (WsgiProxyHeaders if wsgi else ProxyHeaders)(app, config.forwarded_allow_ips)
-        lifespan = Lifespan(app, "off" if wsgi else config.lifespan)
+            wrapper = {"wsgi": WsgiProxyHeaders, "rsgi": RsgiProxyHeaders}.get(kind, ProxyHeaders)
+            app = wrapper(app, config.forwarded_allow_ips)
+        lifespan = Lifespan(app, "off" if kind != "asgi" else config.lifespan)
         try:
             await lifespan.startup()
         except LifespanFailed as exc:
@@ -202,6 +212,8 @@ class Server:
                 sendfile = _file_body if _has_sendfile(loop) else None
                 interface = _native.WsgiApp(app, loop, environ=environ_template(config, self.multiprocess), threads=config.threads,
                                             logger=logger, sendfile=sendfile)
+            elif kind == "rsgi":
+                interface = self._rsgi_interface(app, loop)
             else:
                 interface = self._asgi_interface(app, loop, lifespan)
             self.state = state = _native.HttpServerState(
@@ -258,6 +270,42 @@ class Server:
             if wsgi and interface is not None:
                 self._stop_wsgi_threads(interface)
             await lifespan.shutdown()
+            if rsgi_hooks is not None:
+                self.after_loop(rsgi_hooks)
+
+    def interface_of(self, app):
+        """'asgi', 'wsgi' or 'rsgi': the configured interface, or the app's."""
+        return self.config.interface if self.config.interface != "auto" else detect_interface(app)
+
+    def before_loop(self, loop):
+        """Before the loop runs: an RSGI app's `__rsgi_init__(loop)` (RSGI 1.6: the loop is
+        not running, so the app may run it until something completes)."""
+        self._rsgi_prepared = True
+        app = self.config.load_app()
+        if self.interface_of(app) == "rsgi" and hasattr(app, "__rsgi_init__"):
+            app.__rsgi_init__(loop)
+
+    def after_loop(self, loop):
+        """After the loop stopped: an RSGI app's `__rsgi_del__(loop)`."""
+        app = self.config.load_app()
+        if self.interface_of(app) == "rsgi" and hasattr(app, "__rsgi_del__"):
+            app.__rsgi_del__(loop)
+
+    def _ws_options(self):
+        """The WebSocket settings of the asyncio interfaces (ASGI, RSGI)."""
+        config = self.config
+        return dict(ws=config.ws != "none", ws_max_size=config.ws_max_size, ws_max_queue=config.ws_max_queue,
+                    ws_ping_interval=config.ws_ping_interval, ws_ping_timeout=config.ws_ping_timeout,
+                    ws_per_message_deflate=config.ws_per_message_deflate)
+
+    def _rsgi_interface(self, app, loop):
+        return _native.RsgiApp(
+            app,
+            loop,
+            file_sender=_file_body,
+            eager_task=_eager_task(loop),
+            **self._ws_options(),
+        )
 
     def _asgi_interface(self, app, loop, lifespan):
         config = self.config
@@ -269,12 +317,7 @@ class Server:
             root_path=config.root_path,
             lifespan_state=lifespan.state if lifespan.supported else None,
             eager_task=_eager_task(loop),
-            ws=config.ws != "none",
-            ws_max_size=config.ws_max_size,
-            ws_max_queue=config.ws_max_queue,
-            ws_ping_interval=config.ws_ping_interval,
-            ws_ping_timeout=config.ws_ping_timeout,
-            ws_per_message_deflate=config.ws_per_message_deflate,
+            **self._ws_options(),
         )
 
     @staticmethod
@@ -450,6 +493,7 @@ def run(config: Config, notify_fd=None, metrics=None, board=None):
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:
+        server.before_loop(loop)
         loop.run_until_complete(server.serve())
     except (LifespanFailed, OSError):
         if not server.exit_code:  # not a failure serve() logged
@@ -462,6 +506,8 @@ def run(config: Config, notify_fd=None, metrics=None, board=None):
                 pass
         try:
             loop.run_until_complete(loop.shutdown_asyncgens())
+            if server._rsgi_prepared:
+                server.after_loop(loop)
         finally:
             asyncio.set_event_loop(None)
             loop.close()
@@ -469,7 +515,7 @@ def run(config: Config, notify_fd=None, metrics=None, board=None):
 
 
 def serve(app, host="127.0.0.1", port=8000, **options):
-    """Serve `app` (an ASGI app or 'module:attribute') until SIGINT/SIGTERM, as `swordfish
+    """Serve `app` (an ASGI, WSGI or RSGI app, or 'module:attribute') until SIGINT/SIGTERM, as `swordfish
     serve` does; returns the exit code. `log_level` sets the level of the server's log;
     `workers=N` (N > 1) runs a supervisor and N worker processes, each of which imports the
     app: it must be given as 'module:attribute' (with `app_dir` if its module is not in the

@@ -174,10 +174,13 @@ SETTINGS = [
     S("fd", int, None, "serve on this inherited, already-listening socket descriptor", least=0, metavar="FD",
       doc="a socket systemd passes (socket activation: `LISTEN_FDS`, `LISTEN_PID`) is taken as this one"),
     S("factory", bool, False, "APP is a factory: call it to get the app"),
-    S("interface", str, "auto", "the app's interface (auto: an `async def` app or `__call__` is ASGI, any other "
-      "callable that takes two arguments WSGI)", choices=("auto", "asgi", "wsgi"),
+    S("interface", str, "auto", "the app's interface (auto: an object with `__rsgi__`, or an `async def` app taking "
+      "(scope, protocol), is RSGI; any other `async def` app or `__call__` ASGI; any other callable that takes two "
+      "arguments WSGI)", choices=("auto", "asgi", "wsgi", "rsgi"),
       doc="looked through partials and decorators; a callable that takes three arguments but not two is ASGI, "
-          "and one that takes neither is served as ASGI, with a warning"),
+          "and one that takes neither is served as ASGI, with a warning. RSGI is granian's interface (version 1.6): "
+          "an RSGI app gets no lifespan, and its `__rsgi_init__(loop)` and `__rsgi_del__(loop)` are called before "
+          "the loop runs and after it stops"),
     S("threads", int, 256, "WSGI: the most threads the app runs on (never the loop's)", least=1,
       doc="started as needed: a waiting request gets another thread only when none is serving or the "
           "process leaves part of a CPU idle (the threads serving are blocked, not busy); a WSGI app "

@@ -1,5 +1,5 @@
 """The Python side of the WSGI interface (the native side is `src/wsgi/`): which interface an
-app speaks (`--interface auto`), the constant part of every environ, `wsgi.errors`, and
+app speaks (`--interface auto`: ASGI, WSGI or RSGI), the constant part of every environ, `wsgi.errors`, and
 `--proxy-headers` for WSGI apps."""
 
 import functools
@@ -44,13 +44,17 @@ def _takes(obj, count):
 
 
 def detect_interface(app):
-    """'asgi' or 'wsgi' for `--interface auto`. An `async def` app (function, or a class's
-    `__call__`; through partials and decorators) is ASGI. Otherwise an app that can be
+    """'asgi', 'wsgi' or 'rsgi' for `--interface auto`. An object with `__rsgi__` (an
+    Emmett app) is RSGI. An `async def` app (function, or a class's `__call__`; through
+    partials and decorators) is ASGI, or RSGI if it takes two arguments but not three. Otherwise an app that can be
     called with two positional arguments (environ, start_response) is WSGI, and one that
     takes three but not two (scope, receive, send: a function returning the coroutine) is
     ASGI. Anything else is served as ASGI, with a warning to pass `--interface`."""
+    if hasattr(app, "__rsgi__"):
+        return "rsgi"
     if _is_coroutine_callable(app):
-        return "asgi"
+        # RSGI's app is `async def app(scope, protocol)`; ASGI's takes three.
+        return "rsgi" if _takes(app, 2) and not _takes(app, 3) else "asgi"
     if _takes(app, 2):
         return "wsgi"
     if not _takes(app, 3):

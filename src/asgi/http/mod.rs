@@ -7,7 +7,7 @@ use super::ClientDisconnected;
 use crate::http::protocol::HttpProtocol;
 use crate::http::respond::AppEnd;
 use pyo3::prelude::*;
-use pyo3::{intern, PyTraverseError, PyVisit};
+use pyo3::{PyTraverseError, PyVisit};
 
 mod messages;
 mod receive;
@@ -62,20 +62,14 @@ impl Send {
 
 /// The app's task is done: take its outcome (which also marks an exception as retrieved).
 pub fn task_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, task: &Bound<'_, PyAny>) -> PyResult<()> {
-    let py = proto.py();
-    // `exception()` of a cancelled task raises CancelledError: one call either way.
-    let exc = match task.call_method0(intern!(py, "exception")) {
-        Ok(e) => (!e.is_none()).then(|| e.unbind()),
-        Err(e) if e.is_instance_of::<pyo3::exceptions::asyncio::CancelledError>(py) => None,
-        Err(e) => return Err(e),
-    };
-    app_finished(proto, gen, exc)
+    app_finished(proto, gen, crate::http::app_task::task_exception(task)?)
 }
 
 const HTTP_APP_END: AppEnd = AppEnd {
     raised: "Exception in ASGI application",
     returned_before_start: "ASGI callable returned without starting response",
     returned_before_end: "ASGI callable returned without completing response",
+    file_outlives_app: false,
 };
 
 /// The app's task ended (with `exc` if it raised).

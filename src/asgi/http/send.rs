@@ -22,7 +22,7 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
         Message::Trailers { fields, more } => Part::Trailers { fields, more },
         Message::PathSend { path: p, size } => {
             path = Some(p);
-            Part::File { size }
+            Part::File { size, open: None }
         }
     };
     match HttpProtocol::respond(proto, gen, part)? {

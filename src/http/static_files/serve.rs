@@ -14,11 +14,7 @@ use super::super::target::split_target;
 use super::{Body, Conditions, StaticFiles};
 use crate::clock::monotonic;
 use crate::transport::stream::Hold;
-use pyo3::exceptions::PyRuntimeError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use std::fs::File;
-use std::os::fd::{AsRawFd, IntoRawFd};
 use std::sync::atomic::Ordering;
 
 /// Bytes of static answers queued in one go: then the transport writes them, and says
@@ -113,7 +109,7 @@ impl HttpProtocol {
                 req.sent = len;
                 req.writing = Writing::File;
                 acts.push(Act::Write(out));
-                acts.push(Act::SendFile { file, offset, len, gen });
+                acts.push(Act::SendFile { file, offset, len, gen, sender: files.sender.clone_ref(py) });
                 // On to the request's body, read and dropped while the file goes out.
                 Ok(Static::Answered(true))
             }
@@ -130,28 +126,5 @@ impl HttpProtocol {
                 Ok(Static::Answered(self.end_response(py, c, acts)?))
             }
         }
-    }
-
-    /// Hand `len` bytes of `file` from `offset` to the server's sender, as the body of
-    /// request `gen`; it calls `_pathsend_done` when they are out (or failed).
-    pub(in crate::http) fn send_static_file(
-        slf: &Bound<'_, Self>,
-        file: File,
-        offset: u64,
-        len: u64,
-        gen: u64,
-    ) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        let state = this.state.get();
-        let files = state.static_files.as_ref().ok_or_else(|| PyRuntimeError::new_err("no static files"))?;
-        let transport = this.lock(py)?.transport.as_ref().map_or_else(|| py.None(), |t| t.clone_ref(py));
-        let open = py.import(intern!(py, "builtins"))?.getattr(intern!(py, "open"))?;
-        let fobj = open.call1((file.as_raw_fd(), intern!(py, "rb")))?;
-        // The file object owns the descriptor from here on, and closes it.
-        let _ = file.into_raw_fd();
-        let coro = files.sender.call1(py, (slf, transport, fobj, offset, len, gen, py.None()))?;
-        state.lp.call_method1(py, intern!(py, "create_task"), (coro,))?;
-        Ok(())
     }
 }
