@@ -48,7 +48,7 @@ SERVERS = ["swordfish-wsgi", "granian-wsgi", "granian-wsgi-bt1", "gunicorn-gthre
 REPORT_ROW = {"swordfish-wsgi": "swordfish-wsgi", "granian-wsgi": "granian-wsgi", "swordfish": "swordfish-asgi",
               "granian-uvloop": "granian-asgi", "uvicorn-httptools": "uvicorn",
               "gunicorn-gthread-t8": "gunicorn-gthread"}
-OWN_LABELS = {"swordfish": "swordfish ASGI", "swordfish-wsgi": "swordfish WSGI"}
+OWN_LABELS = {"swordfish": "swordfish ASGI", "swordfish-wsgi": "swordfish WSGI", "swordfish-rsgi": "swordfish RSGI"}
 WORKLOADS = {"hello": ("/", None), "get10k": ("/10k", None), "echo10k": ("/echo", 10240)}
 CONNECTIONS = 256
 REPORT_USERS, REPORT_DB_MS = 400, 25
@@ -205,7 +205,7 @@ def wrk_runs(args, rnd, form, workers, name, records):
     port = free_port()
     point = {"round": rnd, "form": form, "workers": workers, "server": name}
     base, extra, env = split_name(name)
-    target = "bench_wsgi:app" if entry(base).wsgi else "bench:app"
+    target = "bench_wsgi:app" if entry(base).wsgi else "bench_rsgi:app" if entry(base).rsgi else "bench:app"
     try:
         server = ServerProcess(name, taskset(server_cpus) + entry(base).builder(target, port, workers) + extra,
                                port, APPS, env)

@@ -100,9 +100,19 @@ def _waitress(target, port, workers):
             f"--port={port}", "--threads=4", "--connection-limit=1000", target]
 
 
+def _swordfish_rsgi(target, port, workers):
+    return _swordfish(target, port, workers) + ["--interface", "rsgi"]
+
+
+def _granian_rsgi(target, port, workers):
+    return [sys.executable, "-m", "granian", "--interface", "rsgi", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(workers), "--loop", "uvloop", "--no-ws", "--log-level", "warning", target]
+
+
 # builder: command(target, port, workers); catalogue: serves the catalogue app too;
-# wsgi: serves the WSGI twin of the app (apps/<app>_wsgi.py)
-Entry = namedtuple("Entry", "builder catalogue wsgi")
+# wsgi: serves the WSGI twin of the app (apps/<app>_wsgi.py); rsgi: its RSGI twin
+# (apps/<app>_rsgi.py, the throughput app only)
+Entry = namedtuple("Entry", "builder catalogue wsgi rsgi", defaults=(False,))
 SERVERS = {
     "swordfish": Entry(_swordfish, True, False),
     "swordfish-metrics": Entry(_swordfish_metrics, True, False),
@@ -116,6 +126,8 @@ SERVERS = {
     "granian-wsgi": Entry(granian_wsgi(), False, True),
     "gunicorn-gevent": Entry(gunicorn("gevent"), False, True),
     "waitress": Entry(_waitress, False, True),
+    "swordfish-rsgi": Entry(_swordfish_rsgi, False, False, True),
+    "granian-rsgi": Entry(_granian_rsgi, False, False, True),
 }
 LABELS = {
     "swordfish": "swordfish",
@@ -130,6 +142,8 @@ LABELS = {
     "granian-wsgi": "granian WSGI (default blocking threads)",
     "gunicorn-gevent": "gunicorn gevent",
     "waitress": "waitress --threads 4",
+    "swordfish-rsgi": "swordfish RSGI",
+    "granian-rsgi": "granian RSGI + uvloop",
 }
 # Tuned variants named by a suffix, any N >= 1: swordfish-wsgi-tN (--threads N),
 # gunicorn-gthread-tN (gthread worker, --threads N), granian-wsgi-btN (--blocking-threads N).
@@ -269,9 +283,9 @@ class ServerProcess:
 
 class Server(ServerProcess):
     """One of SERVERS (or a tuned variant) serving apps/<app>.py, or its WSGI twin
-    apps/<app>_wsgi.py for a WSGI server."""
+    apps/<app>_wsgi.py for a WSGI server, its RSGI twin apps/<app>_rsgi.py for an RSGI one."""
 
     def __init__(self, name, app, port, workers=1, pin=(), env=None):
         spec = entry(name)
-        target = f"{app}_wsgi:app" if spec.wsgi else f"{app}:app"
+        target = f"{app}_wsgi:app" if spec.wsgi else f"{app}_rsgi:app" if spec.rsgi else f"{app}:app"
         super().__init__(name, list(pin) + spec.builder(target, port, workers), port, APPS, env)

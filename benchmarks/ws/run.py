@@ -34,7 +34,9 @@ def parse_args(argv):
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="1 round, 2 s runs, a subset (default)")
     mode.add_argument("--full", action="store_true", help="3 rounds, 5 s runs, every point, writes the docs")
-    p.add_argument("--servers", default=",".join(SERVERS), help="comma-separated subset")
+    p.add_argument("--servers", default=",".join(s for s in SERVERS if not s.endswith("-rsgi")),
+                   help="comma-separated subset (default: the ASGI servers and native; swordfish-rsgi and "
+                   "granian-rsgi serve the apps' RSGI twins)")
     p.add_argument("--tests", default=",".join(suite.TESTS), help="comma-separated subset of " + ",".join(suite.TESTS))
     p.add_argument("--rounds", type=int)
     p.add_argument("--seconds", type=float, help="measured seconds of an echo run")

@@ -1,7 +1,8 @@
 """The WebSocket servers compared, how each is started, and its process tree's CPU time
 and memory.
 
-Every Python server serves the same ASGI apps from `apps/` (echo, broadcast) on
+Every Python server serves the same ASGI apps from `apps/` (echo, broadcast; the RSGI
+servers their RSGI twins, echo_rsgi and broadcast_rsgi) on
 127.0.0.1 with one worker, uvloop where it has a choice and access logs off; the
 native tokio-tungstenite server has both apps built in (`/broadcast` relays, any other
 path echoes). A server counts as started once its port accepts TCP connections; the
@@ -39,10 +40,20 @@ def _uvicorn(ws):
     return command
 
 
-def _granian(target, port):
-    return [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1",
+def _granian(target, port, interface="asgi"):
+    return [sys.executable, "-m", "granian", "--interface", interface, "--host", "127.0.0.1",
             "--port", str(port), "--workers", "1", "--runtime-threads", "1", "--loop", "uvloop",
             "--ws", "--log-level", "warning", target]
+
+
+# RSGI servers serve the RSGI twin of each app (apps/<app>_rsgi.py).
+
+def _swordfish_rsgi(target, port):
+    return _swordfish(target.replace(":", "_rsgi:"), port) + ["--interface", "rsgi"]
+
+
+def _granian_rsgi(target, port):
+    return _granian(target.replace(":", "_rsgi:"), port, "rsgi")
 
 
 def _hypercorn(target, port):
@@ -61,6 +72,8 @@ SERVERS = {
     "granian": _granian,
     "hypercorn": _hypercorn,
     "native": _native,
+    "swordfish-rsgi": _swordfish_rsgi,
+    "granian-rsgi": _granian_rsgi,
 }
 LABELS = {
     "swordfish": "swordfish",
@@ -69,6 +82,8 @@ LABELS = {
     "granian": "granian ASGI",
     "hypercorn": "hypercorn (wsproto)",
     "native": "native tokio-tungstenite",
+    "swordfish-rsgi": "swordfish RSGI",
+    "granian-rsgi": "granian RSGI",
 }
 NATIVE = "native"
 

@@ -12,7 +12,7 @@ use super::response::{bodiless, push_decimal, reason};
 use crate::event_loop::create_future;
 use crate::transport::stream::Hold;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 
 /// Above this size a body part is written as its own object instead of being copied next
 /// to the head.
@@ -26,6 +26,12 @@ pub enum Part<'py> {
     },
     Body {
         body: Bound<'py, PyBytes>,
+        more: bool,
+    },
+    /// A body part given as text, sent as its UTF-8 (RSGI's `str` bodies): copied once,
+    /// where a `bytes` made of it would be copied twice.
+    Text {
+        text: Bound<'py, PyString>,
         more: bool,
     },
     /// Serialized trailer fields.
@@ -152,7 +158,6 @@ impl HttpProtocol {
         if c.lost() || transport_broken(py, c)? {
             return Ok(Err(RespondError::Gone));
         }
-        let state = self.state.get();
         let closing = c.closing();
         let native_transport = c.core.is_some();
         let Some(req) = c.current(gen) else { return Ok(Err(RespondError::Finished)) };
@@ -174,94 +179,23 @@ impl HttpProtocol {
                 req.writing = Writing::Head { head, trailers };
             }
             Part::Body { body, more } => {
-                let data = body.as_bytes();
-                let mut out = Vec::new();
-                let fresh = match std::mem::replace(&mut req.writing, Writing::Done) {
-                    Writing::Head { head, trailers } => {
-                        let whole = (!more && !trailers).then_some(data.len() as u64);
-                        let encoder = self.close_head(req, head, whole, &mut out);
-                        req.writing = Writing::Body { encoder, trailers };
-                        true
-                    }
-                    w @ Writing::Body { .. } => {
-                        req.writing = w;
-                        false
-                    }
-                    w => {
-                        let e = if matches!(w, Writing::Init) {
-                            RespondError::NotStarted
-                        } else {
-                            RespondError::BodyComplete
-                        };
-                        req.writing = w;
-                        return Ok(Err(e));
-                    }
-                };
-                let Writing::Body { encoder, trailers } = &mut req.writing else {
-                    return Ok(Err(RespondError::NotStarted));
-                };
-                let (trailers, mut big, mut tail) = (*trailers, None, Vec::new());
-                match encoder.chunk(data.len(), &mut out) {
-                    // Nothing of this part goes out: the connection closes. If nothing went
-                    // out before either, the client gets a 500, as for an application that
-                    // failed before its response.
-                    Err(_) => {
-                        error = Some(RespondError::TooLong);
-                        out.clear();
-                        if fresh {
-                            req.status = 500;
-                            req.sent = if req.head_method { 0 } else { reason(500).len() as u64 };
-                            acts.push(Act::Write(state.simple_response(500, req.head_method, b"")));
-                        }
-                    }
-                    Ok(framed) => {
-                        if framed.send {
-                            if data.len() > COPY_LIMIT {
-                                big = Some(body.clone().unbind());
-                            } else {
-                                out.extend_from_slice(data);
-                            }
-                        }
-                        if *encoder != Encoder::Bodiless {
-                            req.sent += data.len() as u64;
-                        }
-                        tail.extend_from_slice(framed.suffix);
-                    }
+                if let Err(e) = self.take_body_part(
+                    req,
+                    body.as_bytes(),
+                    || body.clone().unbind(),
+                    more,
+                    acts,
+                    &mut done,
+                    &mut error,
+                ) {
+                    return Ok(Err(e));
                 }
-                if !more && error.is_none() {
-                    let encoder = *encoder;
-                    let mut scratch = Vec::new();
-                    if encoder.end(b"", if trailers { &mut scratch } else { &mut tail }) == Err(EncodeError::TooShort) {
-                        error = Some(RespondError::TooShort);
-                    }
-                    if trailers {
-                        req.writing = Writing::Trailers { encoder, fields: Vec::new() };
-                    } else {
-                        done = true;
-                    }
-                }
-                // Every piece waits for the end of the loop iteration: a response that goes
-                // on leaves with its next part (often the last) in one write, and small
-                // complete responses of one iteration leave together (`Hold::IfSmall`).
-                let hold = if done { Hold::IfSmall } else { Hold::Iteration };
-                match big {
-                    None => {
-                        out.extend_from_slice(&tail);
-                        if !out.is_empty() {
-                            acts.push(Act::WriteLater(out, hold));
-                        }
-                    }
-                    Some(obj) => {
-                        // One vectored write at the last piece: the head and tail are held
-                        // with the body (by reference) until then.
-                        if !out.is_empty() {
-                            acts.push(Act::WriteLater(out, Hold::Iteration));
-                        }
-                        acts.push(Act::WriteObj(obj, (!done || !tail.is_empty()).then_some(Hold::Iteration)));
-                        if !tail.is_empty() {
-                            acts.push(Act::WriteLater(tail, hold));
-                        }
-                    }
+            }
+            Part::Text { text, more } => {
+                let data = text.to_str()?.as_bytes();
+                let object = || PyBytes::new(py, data).unbind();
+                if let Err(e) = self.take_body_part(req, data, object, more, acts, &mut done, &mut error) {
+                    return Ok(Err(e));
                 }
             }
             Part::Trailers { fields: more_fields, more } => {
@@ -337,6 +271,108 @@ impl HttpProtocol {
             self.response_complete(py, c, acts)?;
         }
         Ok(Ok(file))
+    }
+
+    /// A body part (`data`; `object()` is the same bytes as an object, written by reference
+    /// when large): framed, and the head before it if it is the first. `Err`: the response
+    /// cannot take a body part where it stands; `error`: this part failed the response.
+    #[allow(clippy::too_many_arguments)] // take_part's state, lent to one of its arms
+    fn take_body_part(
+        &self,
+        req: &mut Request,
+        data: &[u8],
+        object: impl FnOnce() -> Py<PyBytes>,
+        more: bool,
+        acts: &mut Vec<Act>,
+        done: &mut bool,
+        error: &mut Option<RespondError>,
+    ) -> Result<(), RespondError> {
+        let state = self.state.get();
+        let mut out = Vec::new();
+        let fresh = match std::mem::replace(&mut req.writing, Writing::Done) {
+            Writing::Head { head, trailers } => {
+                let whole = (!more && !trailers).then_some(data.len() as u64);
+                let encoder = self.close_head(req, head, whole, &mut out);
+                req.writing = Writing::Body { encoder, trailers };
+                true
+            }
+            w @ Writing::Body { .. } => {
+                req.writing = w;
+                false
+            }
+            w => {
+                let e = if matches!(w, Writing::Init) { RespondError::NotStarted } else { RespondError::BodyComplete };
+                req.writing = w;
+                return Err(e);
+            }
+        };
+        let Writing::Body { encoder, trailers } = &mut req.writing else {
+            return Err(RespondError::NotStarted);
+        };
+        let (trailers, mut big, mut tail) = (*trailers, None, Vec::new());
+        match encoder.chunk(data.len(), &mut out) {
+            // Nothing of this part goes out: the connection closes. If nothing went
+            // out before either, the client gets a 500, as for an application that
+            // failed before its response.
+            Err(_) => {
+                *error = Some(RespondError::TooLong);
+                out.clear();
+                if fresh {
+                    req.status = 500;
+                    req.sent = if req.head_method { 0 } else { reason(500).len() as u64 };
+                    acts.push(Act::Write(state.simple_response(500, req.head_method, b"")));
+                }
+            }
+            Ok(framed) => {
+                if framed.send {
+                    if data.len() > COPY_LIMIT {
+                        big = Some(object());
+                    } else {
+                        out.extend_from_slice(data);
+                    }
+                }
+                if *encoder != Encoder::Bodiless {
+                    req.sent += data.len() as u64;
+                }
+                tail.extend_from_slice(framed.suffix);
+            }
+        }
+        if !more && error.is_none() {
+            let encoder = *encoder;
+            let mut scratch = Vec::new();
+            if encoder.end(b"", if trailers { &mut scratch } else { &mut tail }) == Err(EncodeError::TooShort) {
+                *error = Some(RespondError::TooShort);
+            }
+            if trailers {
+                req.writing = Writing::Trailers { encoder, fields: Vec::new() };
+            } else {
+                *done = true;
+            }
+        }
+        // Every piece waits for the end of the loop iteration: a response that goes
+        // on leaves with its next part (often the last) in one write, and small
+        // complete responses of one iteration leave together (`Hold::IfSmall`).
+        let hold = if *done { Hold::IfSmall } else { Hold::Iteration };
+        match big {
+            None => {
+                out.extend_from_slice(&tail);
+                if !out.is_empty() {
+                    acts.push(Act::WriteLater(out, hold));
+                }
+            }
+            Some(obj) => {
+                // One vectored write at the last piece: the head and tail are held
+                // with the body (by reference) until then.
+                if !out.is_empty() {
+                    acts.push(Act::WriteLater(out, Hold::Iteration));
+                }
+                acts.push(Act::WriteObj(obj, (!*done || !tail.is_empty()).then_some(Hold::Iteration)));
+                if !tail.is_empty() {
+                    acts.push(Act::WriteLater(tail, hold));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Write the head's framing and end; the encoder for its body.

@@ -106,6 +106,10 @@ fn response_head(conn: &Connection, status: u16, headers: &Bound<'_, PyAny>) -> 
     head.finish(&rules).map_err(invalid)
 }
 
+fn empty_body(py: Python<'_>) -> Part<'_> {
+    Part::Body { body: PyBytes::new(py, b""), more: false }
+}
+
 /// The exception for a part the response could not take.
 fn respond_error(e: RespondError) -> PyErr {
     match e {
@@ -128,20 +132,20 @@ impl HttpProtocol {
         Ok(!std::mem::replace(&mut stage.responded, true))
     }
 
-    /// Give the connection the head, then `body` whole. A client already gone is no error:
-    /// nobody is left to answer.
-    fn respond_whole(
+    /// Give the connection the head, then the whole body (`body`, the last part). A client
+    /// already gone is no error: nobody is left to answer.
+    fn respond_whole<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         status: u16,
-        headers: &Bound<'_, PyAny>,
-        body: Bound<'_, PyBytes>,
+        headers: &Bound<'py, PyAny>,
+        body: Part<'py>,
     ) -> PyResult<()> {
         let head = response_head(self.conn(py).get(), status, headers)?;
         if !self.claim(py)? {
             return Ok(());
         }
-        let parts = [Part::Head { head, trailers: false }, Part::Body { body, more: false }];
+        let parts = [Part::Head { head, trailers: false }, body];
         match Connection::respond_parts(self.conn(py), self.gen, parts)? {
             Ok(_) | Err(RespondError::Gone) => Ok(()),
             Err(e) => Err(respond_error(e)),
@@ -162,7 +166,7 @@ impl HttpProtocol {
         let (meta, file) = match opened {
             Ok((meta, file)) if meta.is_file() => (meta, file),
             // As granian: a file that is not there answers 404.
-            _ => return self.respond_whole(py, 404, &PyList::empty(py), PyBytes::new(py, b"")),
+            _ => return self.respond_whole(py, 404, &PyList::empty(py), empty_body(py)),
         };
         let (offset, size) = match range {
             None => (0, meta.len()),
@@ -219,7 +223,7 @@ impl HttpProtocol {
             this.stage.lock(py)?.body_done = true;
             return ready(py, PyBytes::new(py, &body).into_any().unbind());
         }
-        Ok(Py::new(py, BodyRead_::new(slf, true))?.into_any())
+        Ok(Py::new(py, BodyReader::new(slf, true))?.into_any())
     }
 
     fn __aiter__(slf: Py<Self>) -> Py<Self> {
@@ -231,7 +235,7 @@ impl HttpProtocol {
         if slf.get().stage.lock(slf.py())?.body_done {
             return Err(PyStopAsyncIteration::new_err(()));
         }
-        Ok(Py::new(slf.py(), BodyRead_::new(slf, false))?.into_any())
+        Ok(Py::new(slf.py(), BodyReader::new(slf, false))?.into_any())
     }
 
     /// A future done once the client has gone (every caller's).
@@ -245,29 +249,28 @@ impl HttpProtocol {
     }
 
     fn response_empty(&self, py: Python<'_>, status: u16, headers: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.respond_whole(py, status, headers, PyBytes::new(py, b""))
+        self.respond_whole(py, status, headers, empty_body(py))
     }
 
-    fn response_str(
+    fn response_str<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         status: u16,
-        headers: &Bound<'_, PyAny>,
-        body: &Bound<'_, PyString>,
+        headers: &Bound<'py, PyAny>,
+        body: &Bound<'py, PyString>,
     ) -> PyResult<()> {
-        let body = PyBytes::new(py, body.to_str()?.as_bytes());
-        self.respond_whole(py, status, headers, body)
+        self.respond_whole(py, status, headers, Part::Text { text: body.clone(), more: false })
     }
 
-    fn response_bytes(
+    fn response_bytes<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         status: u16,
-        headers: &Bound<'_, PyAny>,
-        body: &Bound<'_, PyAny>,
+        headers: &Bound<'py, PyAny>,
+        body: &Bound<'py, PyAny>,
     ) -> PyResult<()> {
         let body = bytes_arg(body, "body")?;
-        self.respond_whole(py, status, headers, body)
+        self.respond_whole(py, status, headers, Part::Body { body, more: false })
     }
 
     fn response_file(
@@ -337,8 +340,8 @@ pub struct StreamTransport {
 }
 
 impl StreamTransport {
-    fn send(&self, py: Python<'_>, body: Bound<'_, PyBytes>) -> PyResult<Py<PyAny>> {
-        match Connection::respond(self.conn.bind(py), self.gen, Part::Body { body, more: true })? {
+    fn send(&self, py: Python<'_>, part: Part<'_>) -> PyResult<Py<PyAny>> {
+        match Connection::respond(self.conn.bind(py), self.gen, part)? {
             Ok(Responded::Drain(fut)) => Ok(fut),
             Ok(_) => ready_none(py),
             Err(e) => Err(respond_error(e)),
@@ -349,12 +352,11 @@ impl StreamTransport {
 #[pymethods]
 impl StreamTransport {
     fn send_bytes(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let body = bytes_arg(data, "send_bytes's data")?;
-        self.send(py, body)
+        self.send(py, Part::Body { body: bytes_arg(data, "send_bytes's data")?, more: true })
     }
 
     fn send_str(&self, py: Python<'_>, data: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
-        self.send(py, PyBytes::new(py, data.to_str()?.as_bytes()))
+        self.send(py, Part::Text { text: data.clone(), more: true })
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -364,8 +366,8 @@ impl StreamTransport {
 
 /// The awaitable of `await protocol()` (`whole`) or of one step of `async for`: it reads
 /// body messages from the connection, waiting on its futures, until it has what it gives.
-#[pyclass(module = "swordfish._native", name = "BodyRead", frozen)]
-pub struct BodyRead_ {
+#[pyclass(module = "swordfish._native", name = "BodyReader", frozen)]
+pub struct BodyReader {
     owner: Py<HttpProtocol>,
     whole: bool,
     state: GilCell<Reading>,
@@ -389,9 +391,9 @@ enum Step {
     End,
 }
 
-impl BodyRead_ {
+impl BodyReader {
     fn new(owner: &Bound<'_, HttpProtocol>, whole: bool) -> Self {
-        BodyRead_ { owner: owner.clone().unbind(), whole, state: GilCell::new(Reading::default()) }
+        BodyReader { owner: owner.clone().unbind(), whole, state: GilCell::new(Reading::default()) }
     }
 
     /// `msg`: `(data, more)`, or None once nothing more comes (the client left, or the
@@ -480,7 +482,7 @@ impl BodyRead_ {
 }
 
 #[pymethods]
-impl BodyRead_ {
+impl BodyReader {
     fn __await__(slf: Py<Self>) -> Py<Self> {
         slf
     }

@@ -338,8 +338,8 @@ mod tests {
 
     fn head_of(raw: &[u8]) -> RequestHead {
         let end = find_head_end(raw, &LIMITS).ok().flatten().expect("a complete head");
-        let head = parse_head(raw, end, &LIMITS).ok().expect("a valid head");
-        RequestHead::new(raw, &head).ok().expect("a servable target")
+        let head = parse_head(raw, end, &LIMITS).expect("a valid head");
+        RequestHead::new(raw, &head).expect("a servable target")
     }
 
     #[test]
@@ -372,7 +372,7 @@ mod tests {
     fn a_target_no_interface_serves_is_refused() {
         let raw = b"GET ftp://h/x HTTP/1.1\r\nHost: h\r\n\r\n";
         let end = find_head_end(raw, &LIMITS).ok().flatten().expect("a complete head");
-        let head = parse_head(raw, end, &LIMITS).ok().expect("a valid head");
+        let head = parse_head(raw, end, &LIMITS).expect("a valid head");
         assert!(RequestHead::new(raw, &head).is_err());
     }
 }
