@@ -70,8 +70,11 @@ pub enum Writing {
     Body { encoder: Encoder, trailers: bool },
     /// The body is out; trailer fields are collected until the last of them.
     Trailers { encoder: Encoder, fields: Vec<u8> },
-    /// The head is out and a file is being sent as the body.
-    File,
+    /// The head is out and a file is being sent as the body: by the interface, which waits
+    /// for it (its application has not returned), or by the connection's own sender
+    /// (`by_connection`: static files, RSGI's `response_file`), which finishes it whatever
+    /// the application does meanwhile.
+    File { by_connection: bool },
     /// The response is complete, or the connection failed it (something was written).
     Done,
 }

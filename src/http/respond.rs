@@ -247,11 +247,11 @@ impl HttpProtocol {
                             done = true;
                         }
                         Some(OpenFile { file, offset, sender }) => {
-                            req.writing = Writing::File;
+                            req.writing = Writing::File { by_connection: true };
                             acts.push(Act::SendFile { file, offset, len: size, gen, sender });
                         }
                         None => {
-                            req.writing = Writing::File;
+                            req.writing = Writing::File { by_connection: false };
                             file = Some(size);
                         }
                     }
@@ -490,10 +490,6 @@ pub struct AppEnd {
     pub raised: &'static str,
     pub returned_before_start: &'static str,
     pub returned_before_end: &'static str,
-    /// A file the connection is sending as the body goes on after the app returns (RSGI's
-    /// `response_file` returns at once); else the app waits for it, and one that returns
-    /// before it is out cut its response short.
-    pub file_outlives_app: bool,
 }
 
 impl HttpProtocol {
@@ -519,7 +515,9 @@ impl HttpProtocol {
             if lost && c.apps.is_empty() {
                 acts.push(Act::Forget); // see connection_lost
             }
-            let file_goes_on = |req: &Request| words.file_outlives_app && matches!(req.writing, Writing::File);
+            // A file the connection's own sender is sending goes on after the app returns
+            // (RSGI's `response_file` returns at once): the response is not cut short.
+            let file_goes_on = |req: &Request| matches!(req.writing, Writing::File { by_connection: true });
             match c.current(gen) {
                 Some(req) if !req.complete() && !file_goes_on(req) => {
                     let msg = match (&exc, &req.writing) {

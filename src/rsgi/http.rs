@@ -25,7 +25,6 @@ pub const RSGI_APP_END: AppEnd = AppEnd {
     raised: "Exception in RSGI application",
     returned_before_start: "RSGI application returned without a response",
     returned_before_end: "RSGI application returned without completing its response",
-    file_outlives_app: true,
 };
 
 /// Where the app stands with its request.

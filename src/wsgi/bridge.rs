@@ -46,7 +46,6 @@ const WSGI_APP_END: AppEnd = AppEnd {
     raised: "Exception in WSGI application",
     returned_before_start: "WSGI application returned without starting its response",
     returned_before_end: "WSGI application returned without completing its response",
-    file_outlives_app: false,
 };
 
 #[pyclass(module = "swordfish._native", frozen)]

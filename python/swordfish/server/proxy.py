@@ -46,13 +46,14 @@ class TrustedHosts:
         return any(addr in net for net in self.networks)
 
 
+def comma_items(values):
+    """The comma-separated items of header values (str), stripped, in order."""
+    return [s for v in values for s in (p.strip() for p in v.split(",")) if s]
+
+
 def _values(headers, name):
-    """The comma-separated items of every `name` header, in order."""
-    items = []
-    for n, v in headers:
-        if n == name:
-            items.extend(s.strip() for s in v.decode("latin-1").split(","))
-    return [s for s in items if s]
+    """The comma-separated items of every `name` header of an ASGI scope, in order."""
+    return comma_items(v.decode("latin-1") for n, v in headers if n == name)
 
 
 class ProxyHeaders:
@@ -96,34 +97,25 @@ def forwarded_client(hosts, trusted):
     return hosts[0]
 
 
-def _items(values):
-    """The comma-separated items of header values (str), in order."""
-    return [s for v in values for s in (p.strip() for p in v.split(",")) if s]
-
-
 def _host_of(address):
     """The host of an RSGI "host:port" or "[v6]:port" address."""
     host = address.rpartition(":")[0] if ":" in address else address
     return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 
 
-class RsgiProxyHeaders:
+class RsgiProxyHeaders(ProxyHeaders):
     """`ProxyHeaders` for an RSGI app: the same rules; the scope's `client` ("host:0", the
     port unknown) and `scheme` are the forwarding headers' when the connection comes from a
     trusted proxy (the access log sees them too)."""
-
-    def __init__(self, app, trusted="127.0.0.1"):
-        self.app = app
-        self.trusted = trusted if isinstance(trusted, TrustedHosts) else TrustedHosts(trusted)
 
     def __call__(self, scope, protocol):
         if _host_of(scope.client) in self.trusted:
             headers = scope.headers
             scheme = scope.scheme
-            proto = _items(headers.get_all("x-forwarded-proto"))
+            proto = comma_items(headers.get_all("x-forwarded-proto"))
             if proto and proto[-1].lower() in ("http", "https"):
                 scheme = proto[-1].lower()
-            hosts = _items(headers.get_all("x-forwarded-for"))
+            hosts = comma_items(headers.get_all("x-forwarded-for"))
             if hosts or scheme != scope.scheme:
                 scope._forward(forwarded_client(hosts, self.trusted) if hosts else None, scheme == "https")
         return self.app(scope, protocol)

@@ -7,7 +7,7 @@ import inspect
 import logging
 
 from .. import _native
-from .proxy import TrustedHosts, forwarded_client
+from .proxy import TrustedHosts, comma_items, forwarded_client
 
 errors_logger = logging.getLogger("swordfish.wsgi")
 
@@ -119,10 +119,10 @@ class WsgiProxyHeaders:
 
     def __call__(self, environ, start_response):
         if environ.get("REMOTE_ADDR") in self.trusted:
-            proto = [s.strip() for s in environ.get("HTTP_X_FORWARDED_PROTO", "").split(",") if s.strip()]
+            proto = comma_items([environ.get("HTTP_X_FORWARDED_PROTO", "")])
             if proto and proto[-1].lower() in ("http", "https"):
                 environ["wsgi.url_scheme"] = proto[-1].lower()
-            hosts = [s.strip() for s in environ.get("HTTP_X_FORWARDED_FOR", "").split(",") if s.strip()]
+            hosts = comma_items([environ.get("HTTP_X_FORWARDED_FOR", "")])
             if hosts:
                 environ["REMOTE_ADDR"] = forwarded_client(hosts, self.trusted)
                 environ["REMOTE_PORT"] = "0"

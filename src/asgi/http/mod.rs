@@ -69,7 +69,6 @@ const HTTP_APP_END: AppEnd = AppEnd {
     raised: "Exception in ASGI application",
     returned_before_start: "ASGI callable returned without starting response",
     returned_before_end: "ASGI callable returned without completing response",
-    file_outlives_app: false,
 };
 
 /// The app's task ended (with `exc` if it raised).

@@ -107,7 +107,7 @@ impl HttpProtocol {
             }
             (Encoder::Length(n), Body::File { file, offset, len }) if n == len => {
                 req.sent = len;
-                req.writing = Writing::File;
+                req.writing = Writing::File { by_connection: true };
                 acts.push(Act::Write(out));
                 acts.push(Act::SendFile { file, offset, len, gen, sender: files.sender.clone_ref(py) });
                 // On to the request's body, read and dropped while the file goes out.
