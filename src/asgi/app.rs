@@ -5,8 +5,8 @@
 use super::http::{body_message, build_scope, disconnect_message};
 use super::websocket::websocket_scope;
 use crate::http::app_task::AppTasks;
-use crate::http::conn::Conn;
 use crate::http::dispatch::{Dispatch, Served};
+use crate::http::link::Conn;
 use crate::http::parse::{is_unreserved_or_sub_delim, Head, Reject};
 use crate::http::protocol::HttpProtocol;
 use crate::sync::GilCell;

@@ -232,7 +232,7 @@ impl WsSession {
                 let gone = c.gone();
                 match c.current(this.gen) {
                     Some(req) if !gone => {
-                        req.receive_waiters.push(fut.clone_ref(py));
+                        req.objects.0.push(fut.clone_ref(py));
                         Ok(fut)
                     }
                     _ => {
@@ -300,7 +300,7 @@ impl WsSession {
                 let status: u16 = get(message, intern!(py, "status"))?
                     .ok_or_else(|| PyValueError::new_err("without 'status'"))?
                     .extract()?;
-                let rules = this.proto.bind(py).get().state.get().head_rules();
+                let rules = this.proto.bind(py).get().state.get().settings.head_rules();
                 let mut head = HeadBuilder::new(status).map_err(|e| PyValueError::new_err(e.to_string()))?;
                 if let Some(h) = get(message, intern!(py, "headers"))?.filter(|h| !h.is_none()) {
                     for item in h.try_iter()? {

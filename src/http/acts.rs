@@ -2,9 +2,8 @@
 //! control, waking readers, timers, the access log, and starting the application (through
 //! the interface).
 
-use super::conn::Act;
+use super::link::{Act, LoopAct};
 use super::protocol::HttpProtocol;
-use crate::clock::coarse_monotonic;
 use crate::pyutil::report_step;
 use crate::transport::stream::{write_via, Held, Hold};
 use pyo3::intern;
@@ -41,7 +40,7 @@ impl HttpProtocol {
         let py = slf.py();
         let this = slf.get();
         let state = this.state.get();
-        if let Some(i) = acts.iter().position(|a| matches!(a, Act::Start(..))) {
+        if let Some(i) = acts.iter().position(|a| matches!(a, Act::World(LoopAct::Start(..)))) {
             let start = acts.remove(i);
             acts.push(start);
         }
@@ -52,7 +51,7 @@ impl HttpProtocol {
                     Act::WriteLater(data, hold) => this.write_out(py, Held::Owned(data), Some(hold))?,
                     Act::WriteObj(obj, hold) => this.write_out(py, Held::Shared(obj.into_bound(py)), hold)?,
                     Act::Close | Act::Abort => {
-                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+                        let t = this.lock(py)?.objects.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
                             let name =
                                 if matches!(act, Act::Close) { intern!(py, "close") } else { intern!(py, "abort") };
@@ -60,7 +59,7 @@ impl HttpProtocol {
                         }
                     }
                     Act::PauseReading | Act::ResumeReading => {
-                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+                        let t = this.lock(py)?.objects.transport.as_ref().map(|t| t.clone_ref(py));
                         if let Some(t) = t {
                             let name = if matches!(act, Act::PauseReading) {
                                 intern!(py, "pause_reading")
@@ -70,15 +69,24 @@ impl HttpProtocol {
                             t.call_method0(py, name)?;
                         }
                     }
-                    Act::Start(request, gen) => state.dispatch.start(slf, request, gen)?,
-                    Act::Resolve(fut, value) => {
+                    Act::World(LoopAct::Start(request, gen)) => state.dispatch.start(slf, request, gen)?,
+                    Act::World(LoopAct::Resolve(fut, value)) => {
                         let fut = fut.bind(py);
                         if !crate::tasks::is_done(fut)? {
                             crate::tasks::set_result(fut, value.bind(py))?;
                         }
                     }
+                    Act::Unwait(readers, upgrade) => {
+                        for w in readers.0 {
+                            let w = w.bind(py);
+                            if !crate::tasks::is_done(w)? {
+                                let msg = state.dispatch.disconnect_message(py, upgrade)?;
+                                crate::tasks::set_result(w, msg.bind(py))?;
+                            }
+                        }
+                    }
                     Act::ArmTimer(delay) => {
-                        let cb = this.lock(py)?.on_timer.as_ref().map(|c| c.clone_ref(py));
+                        let cb = this.lock(py)?.objects.on_timer.as_ref().map(|c| c.clone_ref(py));
                         if let Some(cb) = cb {
                             let h = state.lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
                             let mut c = this.lock(py)?;
@@ -86,40 +94,52 @@ impl HttpProtocol {
                                 drop(c);
                                 h.call_method0(py, intern!(py, "cancel"))?;
                             } else {
-                                c.timer = Some(h);
-                                c.timer_at = coarse_monotonic() + delay;
+                                c.objects.timer = Some(h);
                             }
                         }
                     }
-                    Act::CancelTimer(h) => {
-                        h.call_method0(py, intern!(py, "cancel"))?;
+                    Act::CancelTimer => {
+                        let h = this.lock(py)?.objects.timer.take();
+                        if let Some(h) = h {
+                            h.call_method0(py, intern!(py, "cancel"))?;
+                        }
                     }
-                    Act::Forget => {
+                    Act::World(LoopAct::Forget) => {
                         state.connections.bind(py).discard(slf)?;
                     }
-                    Act::LogError(msg, exc) => {
+                    Act::World(LoopAct::LogError(msg, exc)) => {
                         let kwargs = pyo3::types::PyDict::new(py);
                         if let Some(e) = exc {
                             kwargs.set_item("exc_info", e)?;
                         }
                         state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
                     }
-                    Act::AccessLog(scope, client, status, size, secs) => {
+                    Act::AccessLog(request, status, size, secs, refused) => {
                         if let Some(log) = &state.access_log {
-                            log.call1(py, (scope, status, size, secs, client))?;
+                            let client = if refused {
+                                this.lock(py)?.objects.client.as_ref().map(|c| c.clone_ref(py))
+                            } else {
+                                None
+                            };
+                            log.call1(py, (request, status, size, secs, client))?;
                         }
                     }
                     Act::WriteFile { file, offset, len } => {
                         if let Some(m) = state.metrics() {
                             m.sent(len);
                         }
-                        let core = this.lock(py)?.core.as_ref().map(|c| c.clone_ref(py));
+                        let core = this.lock(py)?.objects.stream.as_ref().map(|c| c.clone_ref(py));
                         if let Some(core) = core {
                             core.get().write_file(py, file, offset, len)?;
                         }
                     }
-                    Act::SendFile { file, offset, len, gen, sender } => {
-                        if let Err(e) = Self::send_file_body(slf, &sender, file, offset, len, gen) {
+                    Act::SendFile { file, offset, len, gen } => {
+                        let sender = this.lock(py)?.objects.file_sender.as_ref().map(|s| s.clone_ref(py));
+                        let sent = match sender {
+                            Some(sender) => Self::send_file_body(slf, &sender, file, offset, len, gen),
+                            None => Err(pyo3::exceptions::PyRuntimeError::new_err("no file sender")),
+                        };
+                        if let Err(e) = sent {
                             // The head is out: the response cannot be completed.
                             Self::file_sent(slf, gen, false)?;
                             return Err(e);
@@ -144,8 +164,8 @@ impl HttpProtocol {
             } as u64);
         }
         let (core, w) = {
-            let c = self.lock(py)?;
-            (c.core.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
+            let o = &self.lock(py)?.objects;
+            (o.stream.as_ref().map(|t| t.clone_ref(py)), o.write.as_ref().map(|w| w.clone_ref(py)))
         };
         write_via(py, core, w, data, hold)
     }

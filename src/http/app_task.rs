@@ -163,7 +163,7 @@ impl AppTasks {
             Ok(task) if eager && task.call_method0(intern!(py, "done"))?.is_truthy()? => finished(&task),
             Ok(task) => {
                 task.call_method1(intern!(py, "add_done_callback"), (on_done()?,))?;
-                if let Some(app) = proto.get().lock(py)?.apps.iter_mut().find(|(g, _)| *g == gen) {
+                if let Some(app) = proto.get().lock(py)?.objects.apps.iter_mut().find(|(g, _)| *g == gen) {
                     app.1 = Some(task.unbind());
                 }
                 Ok(())

@@ -3,8 +3,10 @@
 //! when more comes. The waiter is the interface's: an asyncio future for ASGI, a thread's
 //! hand-off for WSGI (anything with `done()` and `set_result()`).
 
-use super::conn::{Act, Expect, Reading};
+use super::conn::{Expect, Reading};
+use super::link::Act;
 use super::protocol::HttpProtocol;
+use super::reading::body_ready;
 use pyo3::prelude::*;
 
 /// What a reader of the body gets.
@@ -50,7 +52,7 @@ impl HttpProtocol {
                         req.expect = Expect::Answered;
                         acts.push(Act::Write(b"HTTP/1.1 100 Continue\r\n\r\n".to_vec()));
                     }
-                    if this.body_ready(req) {
+                    if body_ready(req) {
                         resume = true;
                         Some(this.take_body(py, req)?)
                     } else if lost || req.complete() {
@@ -77,14 +79,14 @@ impl HttpProtocol {
             Some(req) => {
                 // Waiters the reader gave up on (a receive() under a timeout that ran out) go
                 // first, or polling for a disconnect that way would pile them up.
-                let mut pending = Vec::with_capacity(req.receive_waiters.len() + 1);
-                for old in req.receive_waiters.drain(..) {
+                let mut pending = Vec::with_capacity(req.objects.0.len() + 1);
+                for old in req.objects.0.drain(..) {
                     if !crate::tasks::is_done(old.bind(py)).unwrap_or(false) {
                         pending.push(old);
                     }
                 }
                 pending.push(w.clone_ref(py));
-                req.receive_waiters = pending;
+                req.objects.0 = pending;
                 Ok(BodyRead::Wait(w))
             }
             None => {

@@ -5,6 +5,7 @@
 use super::dispatch::{self, Dispatch};
 use super::parse::Limits;
 use super::response::push_header;
+use super::settings::Settings;
 use super::static_files::StaticFiles;
 use crate::metrics::counters::Counters;
 use crate::metrics::slot::MetricsSlot;
@@ -37,20 +38,8 @@ pub struct HttpServerState {
     pub static_files: Option<StaticFiles>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
     pub connections: Py<PySet>,
-    pub limits: Limits,
-    pub timeout_header: f64,
-    pub timeout_keep_alive: f64,
-    pub limit_concurrency: usize,
-    pub date_header: bool,
-    pub server_header: Option<Vec<u8>>,
-    /// The configured headers added to every response, as (lower-case name, serialized
-    /// `name: value\r\n` line); a header of the same name set by the app replaces one.
-    pub default_headers: Vec<(Vec<u8>, Vec<u8>)>,
-    pub active_requests: AtomicUsize,
-    pub total_requests: AtomicU64,
-    /// Connections made so far: each connection's number, in the order they came.
-    pub connections_made: AtomicU64,
-    pub shutting_down: AtomicBool,
+    /// What the connections read and count without Python objects.
+    pub settings: Settings,
 }
 
 #[pymethods]
@@ -114,33 +103,39 @@ impl HttpServerState {
             }
             None => None,
         };
+        let has_access_log = access_log.is_some();
+        let counters = metrics.as_ref().map(|m| m.get().shared());
         Ok(HttpServerState {
+            access_log,
             dispatch,
             static_files,
             interface: interface.clone().unbind(),
             lp: loop_,
             logger,
-            access_log,
             proxy_protocol,
             metrics,
             connections: PySet::empty(py)?.unbind(),
-            limits: Limits {
-                request_line: limit_request_line,
-                header_size: limit_header_size,
-                field_size: limit_request_field_size,
-                header_count: limit_header_count,
-                body_size: limit_body_size.unwrap_or(u64::MAX),
+            settings: Settings {
+                limits: Limits {
+                    request_line: limit_request_line,
+                    header_size: limit_header_size,
+                    field_size: limit_request_field_size,
+                    header_count: limit_header_count,
+                    body_size: limit_body_size.unwrap_or(u64::MAX),
+                },
+                timeout_header: timeout_header_read,
+                timeout_keep_alive,
+                limit_concurrency: limit_concurrency.unwrap_or(usize::MAX),
+                date_header,
+                server_header,
+                default_headers: defaults,
+                access_log: has_access_log,
+                metrics: counters,
+                active_requests: AtomicUsize::new(0),
+                total_requests: AtomicU64::new(0),
+                connections_made: AtomicU64::new(0),
+                shutting_down: AtomicBool::new(false),
             },
-            timeout_header: timeout_header_read,
-            timeout_keep_alive,
-            limit_concurrency: limit_concurrency.unwrap_or(usize::MAX),
-            date_header,
-            server_header,
-            default_headers: defaults,
-            active_requests: AtomicUsize::new(0),
-            total_requests: AtomicU64::new(0),
-            connections_made: AtomicU64::new(0),
-            shutting_down: AtomicBool::new(false),
         })
     }
 
@@ -152,13 +147,13 @@ impl HttpServerState {
     /// Requests whose app task has not finished yet.
     #[getter]
     fn active_requests(&self) -> usize {
-        self.active_requests.load(Ordering::Relaxed)
+        self.settings.active_requests.load(Ordering::Relaxed)
     }
 
     /// Requests started since the server began.
     #[getter]
     fn total_requests(&self) -> u64 {
-        self.total_requests.load(Ordering::Relaxed)
+        self.settings.total_requests.load(Ordering::Relaxed)
     }
 
     /// Out of descriptors: close the connections that are least use (`shed`) — every idle
@@ -170,7 +165,7 @@ impl HttpServerState {
 
     /// New requests on kept-alive connections are refused from now on (they close instead).
     fn begin_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::Relaxed);
+        self.settings.shutting_down.store(true, Ordering::Relaxed);
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -191,25 +186,6 @@ impl HttpServerState {
 impl HttpServerState {
     /// `--metrics`: where this worker counts what it serves.
     pub fn metrics(&self) -> Option<&Counters> {
-        self.metrics.as_ref().map(|m| m.get().counters())
-    }
-
-    /// Whether a request's duration is wanted (for the access log or the metrics).
-    pub fn timed(&self) -> bool {
-        self.access_log.is_some() || self.metrics.is_some()
-    }
-
-    /// A plain-text reply the server makes itself, with its `date` and `server` fields.
-    pub fn simple_response(&self, status: u16, head_method: bool, extra: &[u8]) -> Vec<u8> {
-        super::response::simple_response(status, head_method, self.date_header, self.server_header.as_deref(), extra)
-    }
-
-    /// The rules every response head follows.
-    pub fn head_rules(&self) -> super::head::HeadRules<'_> {
-        super::head::HeadRules {
-            date: self.date_header,
-            server: self.server_header.as_deref(),
-            defaults: &self.default_headers,
-        }
+        self.settings.metrics()
     }
 }

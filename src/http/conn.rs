@@ -1,13 +1,28 @@
-//! The state of one HTTP connection (`Conn`) and of the request it is serving (`Request`),
-//! as enums of where each side stands rather than flags, and `Act`: the work the protocol
-//! collects under the connection's lock and runs after releasing it (see `acts`).
+//! The state of one HTTP/1.1 connection (`Conn`) and of the request it is serving
+//! (`Request`), as enums of where each side stands rather than flags, and `Act`: the work
+//! the connection's logic (`reading`, `writing`) asks for, run by whoever drives the
+//! connection once its lock is released. None of it holds a Python object: what a driver
+//! adds (the asyncio protocol's transport and waiters, see `link`) comes in through `World`,
+//! so the same state and logic serve a connection on the loop and one served without it.
 
 use super::encode::Encoder;
 use super::head::ResponseHead;
 use super::parse::ChunkedDecoder;
-use crate::transport::stream::{Hold, StreamCore};
-use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use crate::transport::stream::Hold;
+
+/// What a driver of connections adds to the connection's state.
+pub trait World: 'static {
+    /// A large body part written by reference, not copied next to its head.
+    type Bytes;
+    /// The request as the access log formats it.
+    type Log;
+    /// The driver's objects for one connection.
+    type Objects;
+    /// The driver's objects for one request.
+    type RequestObjects: Default;
+    /// Work only the driver can do, ordered among the connection's own.
+    type Act;
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum TimerKind {
@@ -87,7 +102,7 @@ impl Writing {
 }
 
 /// The request being served.
-pub struct Request {
+pub struct Request<W: World> {
     pub gen: u64,
     pub minor: u8,
     pub head_method: bool,
@@ -95,9 +110,6 @@ pub struct Request {
     pub reading: Reading,
     pub body_buf: Vec<u8>,
     pub expect: Expect,
-    /// Readers waiting for the body (for ASGI, pending `receive()` calls), oldest first: a
-    /// body message goes to the first still waiting, the disconnect to all.
-    pub receive_waiters: Vec<Py<PyAny>>,
     pub writing: Writing,
     /// The interface takes the connection over if the application accepts (a WebSocket
     /// handshake).
@@ -107,13 +119,14 @@ pub struct Request {
     /// Body bytes of the response sent (for the access log).
     pub sent: u64,
     /// The request as the interface made it, for the access log (None once logged).
-    pub log: Option<Py<PyAny>>,
+    pub log: Option<W::Log>,
     /// When the head was complete, if the access log or the metrics want the response's
-    /// duration (None once it is recorded: see `HttpProtocol::record`).
+    /// duration (None once it is recorded: see `Conn::record`).
     pub start: Option<f64>,
+    pub objects: W::RequestObjects,
 }
 
-impl Request {
+impl<W: World> Request<W> {
     pub fn complete(&self) -> bool {
         matches!(self.writing, Writing::Done)
     }
@@ -131,29 +144,23 @@ pub enum Phase {
     Upgraded,
 }
 
-pub struct Conn {
-    pub transport: Option<Py<PyAny>>,
-    pub write: Option<Py<PyAny>>,
-    /// The native half of a swordfish socket transport: responses are written straight
-    /// into it, without a bytes object or a call through the Python transport.
-    pub core: Option<Py<StreamCore>>,
-    pub client: Option<Py<PyAny>>,
-    pub server: Option<Py<PyAny>>,
+pub struct Conn<W: World> {
     pub https: bool,
+    /// Response bytes and files are queued on a native socket writer (swordfish's socket
+    /// transport), which sends files with `sendfile` itself.
+    pub native_writer: bool,
     /// A PROXY protocol header is still to come before the first request.
     pub proxy_preface: bool,
     pub rbuf: Vec<u8>,
-    pub req: Option<Request>,
+    pub req: Option<Request<W>>,
     pub gen: u64,
     pub phase: Phase,
     /// Graceful shutdown asked for: the current request is the last.
     pub shutdown: bool,
     pub reading_paused: bool,
     pub writing_paused: bool,
-    pub drain_waiters: Vec<Py<PyAny>>,
-    /// Waiting for the client to go (an RSGI app's `client_disconnect()`).
-    pub lost_waiters: Vec<Py<PyAny>>,
-    pub timer: Option<Py<PyAny>>,
+    /// A timer is armed, to fire at `timer_at`.
+    pub timer_armed: bool,
     pub timer_at: f64,
     pub deadline: f64,
     pub timer_kind: TimerKind,
@@ -161,21 +168,38 @@ pub struct Conn {
     /// coarse clock gives connections accepted together one deadline, and shedding takes
     /// the oldest first.
     pub number: u64,
-    pub on_timer: Option<Py<PyAny>>,
-    /// The applications of this connection still running, by request generation, with
-    /// their task once it is known: the current request's, and earlier ones that completed
-    /// their response but have not returned yet.
-    pub apps: Vec<(u64, Option<Py<PyAny>>)>,
-    /// The protocol the connection switched to (it has `shutdown()` and `abort()`).
-    pub upgraded: Option<Py<PyAny>>,
     /// A static file's request waits in the read buffer until the answers before it are
     /// written (see `static_files::serve`).
     pub static_held: bool,
     /// Bytes of static answers queued since the acts last ran.
     pub static_burst: usize,
+    pub objects: W::Objects,
 }
 
-impl Conn {
+impl<W: World> Conn<W> {
+    pub fn new(objects: W::Objects) -> Self {
+        Conn {
+            https: false,
+            native_writer: false,
+            proxy_preface: false,
+            rbuf: Vec::new(),
+            req: None,
+            gen: 0,
+            phase: Phase::Open,
+            shutdown: false,
+            reading_paused: false,
+            writing_paused: false,
+            timer_armed: false,
+            timer_at: 0.0,
+            deadline: 0.0,
+            timer_kind: TimerKind::None,
+            number: 0,
+            static_held: false,
+            static_burst: 0,
+            objects,
+        }
+    }
+
     pub fn lost(&self) -> bool {
         self.phase == Phase::Lost
     }
@@ -198,46 +222,50 @@ impl Conn {
     }
 
     /// The request `gen`, if it is still the current one.
-    pub fn current(&mut self, gen: u64) -> Option<&mut Request> {
+    pub fn current(&mut self, gen: u64) -> Option<&mut Request<W>> {
         self.req.as_mut().filter(|r| r.gen == gen)
     }
 }
 
 /// Work to do once the lock is released, in order.
-pub enum Act {
+pub enum Act<W: World> {
     Write(Vec<u8>),
-    /// Response bytes held for the end of the loop iteration (on swordfish's transport).
+    /// Response bytes that may be held for a moment (see `Hold`), so that what follows
+    /// soon leaves in the same write.
     WriteLater(Vec<u8>, Hold),
     /// A large body by reference; held as `WriteLater` is when a `Hold` is given.
-    WriteObj(Py<PyBytes>, Option<Hold>),
+    WriteObj(W::Bytes, Option<Hold>),
     Close,
     Abort,
     PauseReading,
     ResumeReading,
-    /// Start the application for a request (the interface's request object, generation).
-    Start(Py<PyAny>, u64),
-    Resolve(Py<PyAny>, Py<PyAny>),
+    /// Arm the connection's timer to fire in this many seconds.
     ArmTimer(f64),
-    CancelTimer(Py<PyAny>),
-    Forget,
-    LogError(String, Option<Py<PyAny>>),
-    /// (request, or None for input refused before it made one; client; status; body size;
-    /// seconds)
-    AccessLog(Option<Py<PyAny>>, Option<Py<PyAny>>, u16, u64, f64),
-    /// Queue `len` bytes of a file from `offset` on swordfish's socket transport, after
-    /// what is written before (it sends them with `sendfile`).
+    /// Cancel the connection's timer.
+    CancelTimer,
+    /// (request, or None for input refused before it made one; status; body size;
+    /// seconds; whether the request was refused before it began, so the log names the
+    /// connection's client): the access log's line.
+    AccessLog(Option<W::Log>, u16, u64, f64, bool),
+    /// The request will hear nothing more: its waiting readers get the disconnect (for
+    /// an upgrade request, if `true`, the interface's own).
+    Unwait(W::RequestObjects, bool),
+    /// Queue `len` bytes of a file from `offset` on the native writer, after what is
+    /// written before (it sends them with `sendfile`).
     WriteFile {
         file: std::fs::File,
         offset: u64,
         len: u64,
     },
-    /// Send `len` bytes of a file from `offset` as the body of request `gen`, through
-    /// `sender` (another loop's transport, or TLS: see `send_file_body`).
+    /// Send `len` bytes of a file from `offset` as the body of request `gen` by the
+    /// driver's own means (no native writer: another loop's transport, or TLS); it reports
+    /// back with `file_sent`.
     SendFile {
         file: std::fs::File,
         offset: u64,
         len: u64,
         gen: u64,
-        sender: Py<PyAny>,
     },
+    /// The driver's own work.
+    World(W::Act),
 }

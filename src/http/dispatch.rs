@@ -5,7 +5,7 @@
 //! response API (`respond`). Interfaces register when the extension module starts, so that
 //! this module names none of them.
 
-use super::conn::Conn;
+use super::link::Conn;
 use super::parse::{Head, Reject};
 use super::protocol::HttpProtocol;
 use pyo3::prelude::*;

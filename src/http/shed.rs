@@ -7,7 +7,8 @@
 //! switched to WebSocket, are never closed here.
 
 use super::config::HttpServerState;
-use super::conn::{Act, TimerKind};
+use super::conn::TimerKind;
+use super::link::Act;
 use super::protocol::HttpProtocol;
 use pyo3::prelude::*;
 
@@ -25,7 +26,7 @@ impl HttpProtocol {
     /// How this connection ranks for shedding; None: it is serving (or closing).
     fn keep(&self, py: Python<'_>) -> PyResult<Option<Keep>> {
         let c = self.lock(py)?;
-        if c.closing() || c.req.is_some() || c.upgraded.is_some() {
+        if c.closing() || c.req.is_some() || c.objects.upgraded.is_some() {
             return Ok(None);
         }
         Ok(match c.timer_kind {

@@ -4,8 +4,10 @@
 //! connections for graceful shutdown, passing `shutdown()` and `abort()` on to that
 //! protocol until it reports its end.
 
-use super::conn::{Act, Phase, TimerKind, Writing};
+use super::conn::{Phase, Writing};
+use super::link::{Act, LoopAct};
 use super::protocol::HttpProtocol;
+use super::reading::record;
 use super::respond::RespondError;
 use pyo3::prelude::*;
 
@@ -37,19 +39,16 @@ impl HttpProtocol {
             }
             req.status = 101;
             req.writing = Writing::Done;
-            let waiters = std::mem::take(&mut req.receive_waiters);
-            this.record(req, 101, 0, &mut acts);
+            let waiters = std::mem::take(&mut req.objects).0;
+            record(&this.state.get().settings, req, 101, 0, &mut acts);
             if let Some(m) = this.st(py).metrics() {
                 m.upgraded();
             }
             acts.push(Act::Write(head));
             c.req = None;
             c.phase = Phase::Upgraded;
-            c.timer_kind = TimerKind::None;
-            if let Some(h) = c.timer.take() {
-                acts.push(Act::CancelTimer(h));
-            }
-            let Some(transport) = c.transport.as_ref().map(|t| t.clone_ref(py)) else {
+            c.stop_timer(&mut acts);
+            let Some(transport) = c.objects.transport.as_ref().map(|t| t.clone_ref(py)) else {
                 return Ok(Err(RespondError::Gone));
             };
             let reading_paused = std::mem::take(&mut c.reading_paused);
@@ -61,7 +60,7 @@ impl HttpProtocol {
 
     /// The protocol the connection switched to.
     pub fn upgraded_to(&self, py: Python<'_>, protocol: Py<PyAny>) -> PyResult<()> {
-        self.lock(py)?.upgraded = Some(protocol);
+        self.lock(py)?.objects.upgraded = Some(protocol);
         Ok(())
     }
 
@@ -76,15 +75,16 @@ impl HttpProtocol {
                 if c.phase == Phase::Upgraded {
                     m.upgrade_ended();
                 }
-                if c.transport.is_some() {
+                if c.objects.transport.is_some() {
                     m.connection_closed();
                 }
             }
             c.phase = Phase::Lost;
-            if c.apps.is_empty() {
-                acts.push(Act::Forget);
+            let o = &mut c.objects;
+            if o.apps.is_empty() {
+                acts.push(Act::World(LoopAct::Forget));
             }
-            (c.transport.take(), c.write.take(), c.core.take(), c.on_timer.take(), c.upgraded.take())
+            (o.transport.take(), o.write.take(), o.stream.take(), o.on_timer.take(), o.upgraded.take())
         };
         drop(dropped);
         Self::run_acts(slf, acts)

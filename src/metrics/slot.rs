@@ -10,9 +10,15 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::fs::File;
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
 
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct MetricsSlot {
+    map: Arc<CountersMap>,
+}
+
+/// The mapped slot, shared by whatever records into it.
+pub struct CountersMap {
     map: MmapRaw,
 }
 
@@ -48,7 +54,7 @@ impl MetricsSlot {
             .len(std::mem::size_of::<Counters>())
             .map_raw(&file)
             .map_err(|e| PyOSError::new_err(e.to_string()))?;
-        Ok(MetricsSlot { map })
+        Ok(MetricsSlot { map: Arc::new(CountersMap { map }) })
     }
 
     /// Bytes the file needs per slot.
@@ -89,6 +95,17 @@ impl MetricsSlot {
 }
 
 impl MetricsSlot {
+    pub fn counters(&self) -> &Counters {
+        self.map.counters()
+    }
+
+    /// The slot, for recording without the Python object.
+    pub fn shared(&self) -> Arc<CountersMap> {
+        self.map.clone()
+    }
+}
+
+impl CountersMap {
     pub fn counters(&self) -> &Counters {
         // SAFETY: the mapping is `size_of::<Counters>()` bytes at a page-aligned address
         // (so aligned for atomics), shared and writable, and lives as long as `self`. The

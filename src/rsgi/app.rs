@@ -4,8 +4,8 @@
 
 use super::scope::Scope;
 use crate::http::app_task::AppTasks;
-use crate::http::conn::Conn;
 use crate::http::dispatch::{Dispatch, Served};
+use crate::http::link::Conn;
 use crate::http::parse::{Head, Reject};
 use crate::http::protocol::HttpProtocol;
 use crate::ws::conn::WsSettings;

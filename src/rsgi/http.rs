@@ -80,7 +80,7 @@ pub fn start(
 /// of `str`, checked by the connection's rules for a head.
 fn response_head(conn: &Connection, status: u16, headers: &Bound<'_, PyAny>) -> PyResult<ResponseHead> {
     let invalid = |e: crate::http::head::HeadError| PyValueError::new_err(e.to_string());
-    let rules = conn.state.get().head_rules();
+    let rules = conn.state.get().settings.head_rules();
     let mut head = HeadBuilder::new(status).map_err(invalid)?;
     let mut field = |item: Bound<'_, PyAny>| -> PyResult<()> {
         let not_a_pair = || PyTypeError::new_err("each header must be a (name, value) tuple");

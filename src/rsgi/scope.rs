@@ -2,7 +2,7 @@
 //! copied once into a `RequestHead`, and every attribute is made from it when the app
 //! reads it, so an app that looks at the path and one header pays for those only.
 
-use crate::http::conn::Conn;
+use crate::http::link::Conn;
 use crate::http::parse::{absolute_form, Head, Reject};
 use crate::http::target::{method_str, percent_decode, split_target};
 use crate::sync::GilCell;
@@ -131,8 +131,8 @@ impl Scope {
             head: Arc::new(RequestHead::new(&c.rbuf, head)?),
             websocket,
             https: c.https,
-            server: c.server.as_ref().map(|s| s.clone_ref(py)),
-            client: c.client.as_ref().map(|s| s.clone_ref(py)),
+            server: c.objects.server.as_ref().map(|s| s.clone_ref(py)),
+            client: c.objects.client.as_ref().map(|s| s.clone_ref(py)),
             forwarded: GilCell::new(None),
             headers: PyOnceLock::new(),
         })

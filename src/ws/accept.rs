@@ -73,7 +73,7 @@ pub fn accept<'py>(
 /// have sent frames behind its handshake: the connection is not reused.
 pub fn deny(proto: &Bound<'_, HttpProtocol>, gen: u64, status: u16) -> PyResult<Result<(), RespondError>> {
     let py = proto.py();
-    let rules = proto.get().state.get().head_rules();
+    let rules = proto.get().state.get().settings.head_rules();
     let mut head =
         HeadBuilder::new(status).and_then(|b| b.finish(&rules)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     head.close = true;

@@ -3,7 +3,7 @@
 //! Python object but this one is made on the loop thread; the environ is built from it on
 //! the app thread (`environ`).
 
-use crate::http::conn::Conn;
+use crate::http::link::Conn;
 use crate::http::parse::{Head, Reject};
 use crate::http::target::split_target;
 use pyo3::prelude::*;
@@ -33,8 +33,8 @@ impl WsgiRequest {
             target: head.target.clone(),
             minor: head.minor,
             headers: head.headers.clone(),
-            client: c.client.as_ref().map(|a| a.clone_ref(py)),
-            server: c.server.as_ref().map(|a| a.clone_ref(py)),
+            client: c.objects.client.as_ref().map(|a| a.clone_ref(py)),
+            server: c.objects.server.as_ref().map(|a| a.clone_ref(py)),
             https: c.https,
         };
         request.split()?;

@@ -131,7 +131,7 @@ impl StartResponse {
             return Err(PyAssertionError::new_err("the WSGI application sent a body before calling start_response()"));
         };
         let state = self.ex.proto.bind(py).get().state.get();
-        let rules = state.head_rules();
+        let rules = state.settings.head_rules();
         let error = |e: crate::http::head::HeadError| PyValueError::new_err(e.to_string());
         let mut builder = HeadBuilder::with_reason(*status, reason).map_err(error)?;
         for (name, value) in &reply.headers {

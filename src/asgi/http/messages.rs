@@ -104,7 +104,7 @@ pub(super) fn read_message<'py>(state: &HttpServerState, msg: &Bound<'py, PyAny>
                 Some(t) => t.is_truthy()?,
                 None => false,
             };
-            let rules = state.head_rules();
+            let rules = state.settings.head_rules();
             let mut head = HeadBuilder::new(status).map_err(head_error)?;
             each_header(get(msg, intern!(py, "headers"))?, |n, v| head.field(&rules, n, v).map_err(head_error))?;
             Ok(Message::Start { head: head.finish(&rules).map_err(head_error)?, trailers })

@@ -2,7 +2,7 @@
 //! client and server addresses.
 
 use super::super::app::AsgiApp;
-use crate::http::conn::Conn;
+use crate::http::link::Conn;
 use crate::http::parse::{Head, Reject};
 use crate::http::target::{method_str, percent_decode, split_target};
 use pyo3::intern;
@@ -49,10 +49,10 @@ pub fn build_scope(py: Python<'_>, state: &AsgiApp, c: &Conn, head: &Head) -> Re
     if head.minor != 1 {
         set(intern!(py, "http_version"), intern!(py, "1.0").clone().into_any())?;
     }
-    if !state.is_shared_server(py, c.server.as_ref()) {
-        set(intern!(py, "server"), c.server.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
+    if !state.is_shared_server(py, c.objects.server.as_ref()) {
+        set(intern!(py, "server"), c.objects.server.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
     }
-    set(intern!(py, "client"), c.client.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
+    set(intern!(py, "client"), c.objects.client.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
     if c.https {
         set(intern!(py, "scheme"), intern!(py, "https").clone().into_any())?;
     }

@@ -6,11 +6,14 @@
 //! Answers to pipelined requests stop while the client does not read them, so that they do
 //! not pile up in memory.
 
-use super::super::conn::{Act, BodyState, Conn, Expect, Reading, Request, TimerKind, Writing};
+use super::super::conn::{BodyState, Reading, Writing};
 use super::super::encode::Encoder;
+use super::super::link::{Act, Conn};
 use super::super::parse::{ChunkedDecoder, Framing, Head};
-use super::super::protocol::{HttpProtocol, READ_HIGH_WATER};
+use super::super::protocol::HttpProtocol;
+use super::super::reading::READ_HIGH_WATER;
 use super::super::target::split_target;
+use super::super::writing::close_head;
 use super::{Body, Conditions, StaticFiles};
 use crate::clock::monotonic;
 use crate::transport::stream::Hold;
@@ -43,6 +46,7 @@ impl HttpProtocol {
         acts: &mut Vec<Act>,
     ) -> PyResult<Static> {
         let state = self.state.get();
+        let st = &state.settings;
         let method = &c.rbuf[head.method.clone()];
         let Ok((path, _query)) = split_target(&c.rbuf[head.target.clone()], method) else {
             return Ok(Static::Not);
@@ -57,7 +61,7 @@ impl HttpProtocol {
             return Ok(Static::Held);
         }
         let fields = head.headers.iter().map(|(n, v)| (&c.rbuf[n.clone()], &c.rbuf[v.clone()]));
-        let answer = files.answer(&state.head_rules(), method, rest, &Conditions::from_fields(fields));
+        let answer = files.answer(&st.head_rules(), method, rest, &Conditions::from_fields(fields));
         // The access log formats the request as the interface presents it; one the
         // interface would refuse (a WebSocket handshake it turns down) is still logged, as
         // input that made no request is.
@@ -68,63 +72,51 @@ impl HttpProtocol {
         let reading = match head.framing {
             Framing::Length(0) => Reading::Done,
             Framing::Length(n) => Reading::Discard(BodyState::Length(n)),
-            Framing::Chunked => Reading::Discard(BodyState::Chunked(ChunkedDecoder::new(state.limits.body_size))),
+            Framing::Chunked => Reading::Discard(BodyState::Chunked(ChunkedDecoder::new(st.limits.body_size))),
         };
-        c.rbuf.drain(..head.len);
-        c.timer_kind = TimerKind::None;
-        c.gen += 1;
-        state.total_requests.fetch_add(1, Ordering::Relaxed);
-        let expect = if head.expect_continue && !reading.is_read() { Expect::Waiting } else { Expect::None };
-        let gen = c.gen;
-        let req = c.req.insert(Request {
-            gen,
-            minor: head.minor,
-            head_method,
-            keep_alive: head.keep_alive && !c.shutdown && !answer.head.close,
-            reading,
-            body_buf: Vec::new(),
-            expect,
-            receive_waiters: Vec::new(),
-            writing: Writing::Init,
-            upgrade: false,
-            status: answer.head.status,
-            sent: 0,
-            start: state.timed().then(monotonic),
-            log,
-        });
+        st.total_requests.fetch_add(1, Ordering::Relaxed);
+        let keep_alive = head.keep_alive && !c.shutdown && !answer.head.close;
+        let native_writer = c.native_writer;
+        let start = st.timed().then(monotonic);
+        let req = c.begin(head, head_method, reading, keep_alive, false, log, start);
+        req.status = answer.head.status;
+        let gen = req.gen;
         let mut out = Vec::new();
-        let encoder = self.close_head(req, answer.head, None, &mut out);
-        c.static_burst += out.len();
-        match (encoder, answer.body) {
-            (Encoder::Length(n), Body::File { file, offset, len }) if n == len && c.core.is_some() => {
+        let encoder = close_head(req, answer.head, None, &mut out);
+        let mut burst = out.len();
+        let answered = match (encoder, answer.body) {
+            (Encoder::Length(n), Body::File { file, offset, len }) if n == len && native_writer => {
                 // swordfish's socket transport queues the file behind the head and sends it
                 // itself: the response is complete once queued, as one of bytes is.
                 req.sent = len;
-                c.static_burst += usize::try_from(len).unwrap_or(usize::MAX);
+                burst += usize::try_from(len).unwrap_or(usize::MAX);
                 acts.push(Act::Write(out));
                 acts.push(Act::WriteFile { file, offset, len });
-                Ok(Static::Answered(self.end_response(py, c, acts)?))
+                None
             }
             (Encoder::Length(n), Body::File { file, offset, len }) if n == len => {
                 req.sent = len;
                 req.writing = Writing::File { by_connection: true };
                 acts.push(Act::Write(out));
-                acts.push(Act::SendFile { file, offset, len, gen, sender: files.sender.clone_ref(py) });
+                acts.push(Act::SendFile { file, offset, len, gen });
+                c.objects.file_sender = Some(files.sender.clone_ref(py));
                 // On to the request's body, read and dropped while the file goes out.
-                Ok(Static::Answered(true))
+                Some(true)
             }
             (encoder, body) => {
                 if let (Encoder::Length(n), Body::Bytes(data)) = (encoder, body) {
                     if n == data.len() as u64 {
                         out.extend_from_slice(&data);
                         req.sent = n;
-                        c.static_burst += data.len();
+                        burst += data.len();
                     }
                 }
                 // Complete: small answers of one loop iteration leave in one write.
                 acts.push(Act::WriteLater(out, Hold::IfSmall));
-                Ok(Static::Answered(self.end_response(py, c, acts)?))
+                None
             }
-        }
+        };
+        c.static_burst = c.static_burst.saturating_add(burst);
+        Ok(Static::Answered(answered.unwrap_or_else(|| c.end_response(st, acts))))
     }
 }
