@@ -194,8 +194,11 @@ def show(point, r):
     conns = r.get("conns")
     balance = f"  conns {min(conns)}-{max(conns)}" if conns else ""
     errors = f"  errors {r['errors']}" if r["errors"] else ""
+    # No latency percentile when too few requests completed (a server that serves the
+    # report's users one at a time).
+    p99 = "      –" if r["p99_ms"] is None else f"{r['p99_ms']:7.2f}"
     print(f"  round {point['round'] + 1} {point['form']:6} w{point['workers']} {point['server']:20} "
-          f"{point['workload']:8} {r['rps']:>10,.0f} req/s  p99 {r['p99_ms']:7.2f} ms  "
+          f"{point['workload']:8} {r['rps']:>10,.0f} req/s  p99 {p99} ms  "
           f"cpu {r['cpu_s']:5.1f} s  switches/req {r['switches_per_req'] or 0:5.2f}{balance}{errors}", flush=True)
 
 
@@ -285,7 +288,9 @@ def medians(records):
             groups.setdefault((r["form"], r["workers"], r["workload"], r["server"]), []).append(r)
     out = {}
     for key, rs in groups.items():
-        m = {f: statistics.median(r[f] for r in rs) for f in ("rps", "p99_ms", "cpu_s")}
+        m = {f: statistics.median(r[f] for r in rs) for f in ("rps", "cpu_s")}
+        p99s = [r["p99_ms"] for r in rs if r["p99_ms"] is not None]
+        m["p99_ms"] = statistics.median(p99s) if p99s else None
         m["cpu_us_per_req"] = statistics.median(r["cpu_us_per_req"] or 0 for r in rs)
         m["switches_per_req"] = statistics.median(r.get("switches_per_req") or 0 for r in rs)
         balances = [max(r["conns"]) / max(min(r["conns"]), 1) for r in rs if r.get("conns")]
@@ -323,7 +328,8 @@ def tables(meta, records):
                         cells.append("failed")
                         continue
                     extra = f"; {m['balance']:.2f}" if m["balance"] else ""
-                    cells.append(f"{m['rps'] / 1000:.1f}k ({m['p99_ms']:.1f}; {m['cpu_us_per_req']:.0f} µs; "
+                    p99 = "–" if m["p99_ms"] is None else f"{m['p99_ms']:.1f}"
+                    cells.append(f"{m['rps'] / 1000:.1f}k ({p99}; {m['cpu_us_per_req']:.0f} µs; "
                                  f"{m['switches_per_req']:.2f}{extra})")
                 lines.append(f"| {server_label(s)} | " + " | ".join(cells) + " |")
             parts.append("\n".join(lines))
