@@ -311,10 +311,7 @@ impl WsSession {
                 let mut head = head.finish(&rules).map_err(|e| PyValueError::new_err(e.to_string()))?;
                 head.close = true;
                 *this.stage.lock(py)? = Stage::Denied;
-                responded(
-                    py,
-                    HttpProtocol::respond(this.proto.bind(py), this.gen, Part::Head { head, trailers: false })?,
-                )
+                responded(py, HttpProtocol::respond(this.proto.bind(py), this.gen, Part::head(head, false))?)
             }
             ("websocket.http.response.body", None) => {
                 let body = match get(message, intern!(py, "body"))? {

@@ -4,7 +4,7 @@
 //! request's application. The interface checks its own messages.
 
 use super::head::ResponseHead;
-use super::link::{Act, Conn, LoopAct};
+use super::link::{Act, Conn, Loop, LoopAct};
 use super::protocol::HttpProtocol;
 use super::writing::{self, Taken, Unfinished};
 use crate::event_loop::create_future;
@@ -13,12 +13,11 @@ use pyo3::types::{PyBytes, PyString};
 
 pub use super::writing::RespondError;
 
-/// A part of the response.
+/// A part of the response, as an interface on the loop gives it.
 pub enum Part<'py> {
-    Head {
-        head: ResponseHead,
-        trailers: bool,
-    },
+    /// A part with no Python object in it (a head, trailers), as the connection's writing
+    /// side takes it.
+    Plain(writing::Part<'py, Loop>),
     Body {
         body: Bound<'py, PyBytes>,
         more: bool,
@@ -29,17 +28,23 @@ pub enum Part<'py> {
         text: Bound<'py, PyString>,
         more: bool,
     },
-    /// Serialized trailer fields.
-    Trailers {
-        fields: Vec<u8>,
-        more: bool,
-    },
     /// A file of this size is the body: the interface sends it, then calls `file_sent`;
     /// or, `open`, the connection sends it.
     File {
         size: u64,
         open: Option<OpenFile>,
     },
+}
+
+impl Part<'_> {
+    pub fn head(head: ResponseHead, trailers: bool) -> Self {
+        Part::Plain(writing::Part::Head { head, trailers })
+    }
+
+    /// Serialized trailer fields; `more`: others follow.
+    pub fn trailers(fields: Vec<u8>, more: bool) -> Self {
+        Part::Plain(writing::Part::Trailers { fields, more })
+    }
 }
 
 /// A file the connection sends as the body: swordfish's socket transport queues it and
@@ -135,7 +140,7 @@ impl HttpProtocol {
         }
         let st = &self.state.get().settings;
         let taken = match part {
-            Part::Head { head, trailers } => c.take_part(st, gen, writing::Part::Head { head, trailers }, acts),
+            Part::Plain(part) => c.take_part(st, gen, part, acts),
             Part::Body { body, more } => {
                 let object = || body.clone().unbind();
                 c.take_part(st, gen, writing::Part::Body { data: body.as_bytes(), object: &object, more }, acts)
@@ -145,7 +150,6 @@ impl HttpProtocol {
                 let object = || PyBytes::new(py, data).unbind();
                 c.take_part(st, gen, writing::Part::Body { data, object: &object, more }, acts)
             }
-            Part::Trailers { fields, more } => c.take_part(st, gen, writing::Part::Trailers { fields, more }, acts),
             Part::File { size, open } => {
                 let open = open.map(|OpenFile { file, offset, sender }| {
                     c.objects.file_sender = Some(sender);

@@ -144,7 +144,7 @@ impl HttpProtocol {
         if !self.claim(py)? {
             return Ok(());
         }
-        let parts = [Part::Head { head, trailers: false }, body];
+        let parts = [Part::head(head, false), body];
         match Connection::respond_parts(self.conn(py), self.gen, parts)? {
             Ok(_) | Err(RespondError::Gone) => Ok(()),
             Err(e) => Err(respond_error(e)),
@@ -182,7 +182,7 @@ impl HttpProtocol {
         }
         let sender = self.app.get().file_sender.clone_ref(py);
         let open = Some(OpenFile { file, offset, sender });
-        let parts = [Part::Head { head, trailers: false }, Part::File { size, open }];
+        let parts = [Part::head(head, false), Part::File { size, open }];
         match Connection::respond_parts(self.conn(py), self.gen, parts)? {
             Ok(_) | Err(RespondError::Gone) => Ok(()),
             Err(e) => Err(respond_error(e)),
@@ -312,7 +312,7 @@ impl HttpProtocol {
         if !this.claim(py)? {
             return Err(ProtocolError::new_err("a response was already given"));
         }
-        match Connection::respond(this.conn(py), this.gen, Part::Head { head, trailers: false })? {
+        match Connection::respond(this.conn(py), this.gen, Part::head(head, false))? {
             Ok(_) => this.stage.lock(py)?.streaming = true,
             Err(RespondError::Gone) => {}
             Err(e) => return Err(respond_error(e)),

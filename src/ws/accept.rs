@@ -77,6 +77,6 @@ pub fn deny(proto: &Bound<'_, HttpProtocol>, gen: u64, status: u16) -> PyResult<
     let mut head =
         HeadBuilder::new(status).and_then(|b| b.finish(&rules)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     head.close = true;
-    let parts = [Part::Head { head, trailers: false }, Part::Body { body: PyBytes::new(py, b""), more: false }];
+    let parts = [Part::head(head, false), Part::Body { body: PyBytes::new(py, b""), more: false }];
     Ok(HttpProtocol::respond_parts(proto, gen, parts)?.map(|_| ()))
 }

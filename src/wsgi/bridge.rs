@@ -124,7 +124,7 @@ fn apply(
 ) -> PyResult<()> {
     for part in parts {
         let part = match part {
-            OutPart::Head(head) => Part::Head { head, trailers: false },
+            OutPart::Head(head) => Part::head(head, false),
             OutPart::Body(body, more) => Part::Body { body: body.into_bound(py), more },
         };
         match HttpProtocol::respond(proto, ex.gen, part)? {
@@ -218,7 +218,7 @@ fn send_file(
         }
         r.ok()
     };
-    if gone(HttpProtocol::respond(proto, ex.gen, Part::Head { head, trailers: false })?).is_none() {
+    if gone(HttpProtocol::respond(proto, ex.gen, Part::head(head, false))?).is_none() {
         return Ok(());
     }
     match gone(HttpProtocol::respond(proto, ex.gen, Part::File { size, open: None })?) {

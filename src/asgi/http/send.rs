@@ -17,9 +17,9 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
     let type_name = msg.type_name();
     let mut path = None;
     let part = match msg {
-        Message::Start { head, trailers } => Part::Head { head, trailers },
+        Message::Start { head, trailers } => Part::head(head, trailers),
         Message::Body { body, more } => Part::Body { body, more },
-        Message::Trailers { fields, more } => Part::Trailers { fields, more },
+        Message::Trailers { fields, more } => Part::trailers(fields, more),
         Message::PathSend { path: p, size } => {
             path = Some(p);
             Part::File { size, open: None }
