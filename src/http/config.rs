@@ -32,8 +32,6 @@ pub struct HttpServerState {
     /// `--proxy-protocol`: `trusted(host)` says whether a peer may send a PROXY header;
     /// None: connections start with HTTP.
     pub proxy_protocol: Option<Py<PyAny>>,
-    /// `--metrics`: this worker's counters.
-    pub metrics: Option<Py<MetricsSlot>>,
     /// `--static-path-dir`: the static files answered before the interface sees a request.
     pub static_files: Option<StaticFiles>,
     /// The open connections (HttpProtocol objects), for graceful shutdown.
@@ -113,7 +111,6 @@ impl HttpServerState {
             lp: loop_,
             logger,
             proxy_protocol,
-            metrics,
             connections: PySet::empty(py)?.unbind(),
             settings: Settings {
                 limits: Limits {
@@ -174,7 +171,6 @@ impl HttpServerState {
         visit.call(&self.logger)?;
         visit.call(&self.access_log)?;
         visit.call(&self.proxy_protocol)?;
-        visit.call(&self.metrics)?;
         if let Some(files) = &self.static_files {
             visit.call(&files.sender)?;
         }

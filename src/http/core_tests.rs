@@ -65,7 +65,10 @@ fn head(status: u16, fields: &[(&str, &str)]) -> super::head::ResponseHead {
 /// Begin the next request in the buffer; its generation.
 fn begin(c: &mut Conn<Plain>, st: &Settings, acts: &mut Vec<Act<Plain>>) -> u64 {
     match c.next(st, acts) {
-        Next::Head(h) => c.begin_request(st, &h, false, Some("GET /")),
+        Next::Head(h) => {
+            let head_method = c.is_head_method(&h);
+            c.begin_request(st, &h, head_method, false, Some("GET /"))
+        }
         _ => panic!("no head"),
     }
 }

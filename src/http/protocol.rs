@@ -100,7 +100,7 @@ impl HttpProtocol {
                         return Ok(());
                     }
                     let log = state.access_log.as_ref().map(|_| request.clone_ref(py));
-                    let gen = c.begin_request(st, &head, served.upgrade, log);
+                    let gen = c.begin_request(st, &head, head_method, served.upgrade, log);
                     c.objects.apps.push((gen, None));
                     acts.push(Act::World(LoopAct::Start(request, gen)));
                 }

@@ -234,8 +234,14 @@ impl<W: World> Conn<W> {
     /// Begin the request of `head` for the application (see `begin`): the body is read
     /// for it, and the request counts as active until the application ends. Its
     /// generation.
-    pub fn begin_request(&mut self, st: &Settings, head: &Head, upgrade: bool, log: Option<W::Log>) -> u64 {
-        let head_method = self.is_head_method(head);
+    pub fn begin_request(
+        &mut self,
+        st: &Settings,
+        head: &Head,
+        head_method: bool,
+        upgrade: bool,
+        log: Option<W::Log>,
+    ) -> u64 {
         let body = match head.framing {
             Framing::Length(n) => BodyState::Length(n),
             Framing::Chunked => BodyState::Chunked(ChunkedDecoder::new(st.limits.body_size)),
