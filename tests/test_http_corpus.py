@@ -122,13 +122,24 @@ INVALID = [
 ]
 
 
-ECHO_APPS = {"asgi": echo_app, "wsgi": wsgi_echo_app}
+# The echo app and the server's options, per way of serving it: ASGI, WSGI on the loop,
+# and WSGI on the thread engine (`--wsgi-engine threads`).
+ECHO_APPS = {
+    "asgi": (echo_app, {"interface": "asgi"}),
+    "wsgi": (wsgi_echo_app, {"interface": "wsgi"}),
+    "wsgi-threads": (wsgi_echo_app, {"interface": "wsgi", "wsgi_engine": "threads"}),
+}
 
 
 @pytest.fixture(params=list(ECHO_APPS))
 def interface(request):
-    """The interface of the echo app the corpus goes to: 'asgi' or 'wsgi'."""
+    """How the echo app the corpus goes to is served (a key of ECHO_APPS)."""
     return request.param
+
+
+def serving_echo(interface):
+    app, options = ECHO_APPS[interface]
+    return serving(app, **options)
 
 
 def _run(loop, coro):
@@ -136,7 +147,7 @@ def _run(loop, coro):
 
 
 async def _probe(raw, interface):
-    async with serving(ECHO_APPS[interface], interface=interface) as server:
+    async with serving_echo(interface) as server:
         reader, writer = await connect(server)
         try:
             writer.write(raw)
@@ -172,7 +183,7 @@ def test_invalid_request(loop, interface, name, raw, status):
 
 def test_bodies_and_paths(loop, interface):
     async def main():
-        async with serving(ECHO_APPS[interface], interface=interface) as server:
+        async with serving_echo(interface) as server:
             reader, writer = await connect(server)
             writer.write(
                 b"POST /a%20b/%E2%82%AC?q=%20 HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"

@@ -11,6 +11,7 @@ never blocks on a `threading.Event` (it would block the server too); it polls wi
 import asyncio
 import json
 import logging
+import os
 import time
 import traceback
 
@@ -25,8 +26,14 @@ def run(loop, coro, timeout=30):
     return loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
 
+# The WSGI tests run with each engine (`--wsgi-engine`): the loop's by default, the thread
+# engine with SWORDFISH_TEST_WSGI_ENGINE=threads (`make test` runs both).
+WSGI_ENGINE = os.environ.get("SWORDFISH_TEST_WSGI_ENGINE", "loop")
+
+
 def wsgi_serving(app, threads=4, **options):
     """`serving()` with the WSGI interface and a pool of `threads` threads."""
+    options.setdefault("wsgi_engine", WSGI_ENGINE)
     return serving(app, interface="wsgi", threads=threads, **options)
 
 

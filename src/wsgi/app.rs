@@ -4,7 +4,7 @@
 //! are plain requests here: WSGI cannot take a connection over.
 
 use super::bridge::{body_message, WsgiBridge};
-use super::exchange::Exchange;
+use super::exchange::{Exchange, Route};
 use super::pool::{AppContext, Pool};
 use super::request::WsgiRequest;
 use crate::http::dispatch::{Dispatch, Served};
@@ -40,13 +40,9 @@ impl WsgiApp {
         logger: Py<PyAny>,
         sendfile: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let root_path = match environ.get_item("SCRIPT_NAME")? {
-            Some(s) => s.extract::<String>()?.into_bytes(),
-            None => Vec::new(),
-        };
         let bridge = Py::new(py, WsgiBridge::new(py, loop_, logger, sendfile))?;
-        let ctx = AppContext { app, environ: environ.unbind(), bridge, root_path, keys: Default::default() };
-        Ok(WsgiApp { pool: Arc::new(Pool::new(ctx, threads)) })
+        let ctx = AppContext::new(app, environ)?;
+        Ok(WsgiApp { pool: Arc::new(Pool::new(ctx, bridge, threads)) })
     }
 
     #[getter]
@@ -63,7 +59,7 @@ impl WsgiApp {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.pool.ctx.app)?;
         visit.call(&self.pool.ctx.environ)?;
-        visit.call(&self.pool.ctx.bridge)
+        visit.call(&self.pool.bridge)
     }
 }
 
@@ -88,7 +84,8 @@ impl Dispatch for WsgiDispatch {
     fn start(&self, proto: &Bound<'_, HttpProtocol>, request: Py<PyAny>, gen: u64) -> PyResult<()> {
         let py = proto.py();
         let request = request.into_bound(py).cast_into::<WsgiRequest>()?.unbind();
-        let ex = Arc::new(Exchange::new(proto.clone().unbind(), gen, request));
+        let bridge = self.0.get().pool.bridge.clone_ref(py);
+        let ex = Arc::new(Exchange::new(Route::Loop { proto: proto.clone().unbind(), bridge }, gen, request));
         self.0.get().pool.prefetch(py, &ex)
     }
 

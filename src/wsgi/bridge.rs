@@ -42,7 +42,7 @@ pub enum Post {
     Finished(Arc<Exchange>, Option<Py<PyAny>>),
 }
 
-const WSGI_APP_END: AppEnd = AppEnd {
+pub const WSGI_APP_END: AppEnd = AppEnd {
     raised: "Exception in WSGI application",
     returned_before_start: "WSGI application returned without starting its response",
     returned_before_end: "WSGI application returned without completing its response",
@@ -107,7 +107,7 @@ impl WsgiBridge {
 }
 
 fn respond(py: Python<'_>, ex: &Arc<Exchange>, parts: Vec<OutPart>, logger: &Py<PyAny>) -> PyResult<()> {
-    let proto = ex.proto.bind(py);
+    let proto = ex.proto()?.bind(py);
     let posted: usize =
         parts.iter().map(|p| if let OutPart::Body(b, _) = p { b.bind(py).as_bytes().len() } else { 0 }).sum();
     let r = apply(py, ex, proto, parts, logger);
@@ -149,7 +149,7 @@ fn apply(
 
 /// The log line for a response the app got wrong (the connection closed it); None when
 /// the client is simply gone.
-fn app_error(e: RespondError) -> Option<&'static str> {
+pub fn app_error(e: RespondError) -> Option<&'static str> {
     match e {
         RespondError::Gone | RespondError::Finished => None,
         RespondError::TooLong => Some("WSGI response content longer than its Content-Length"),
@@ -159,7 +159,7 @@ fn app_error(e: RespondError) -> Option<&'static str> {
 }
 
 fn read(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
-    let proto = ex.proto.bind(py);
+    let proto = ex.proto()?.bind(py);
     let waiter = || BodyWaiter::made(py, ex, None);
     if let BodyRead::Now(msg) = HttpProtocol::read_body(proto, ex.gen, waiter)? {
         deliver(ex, msg.bind(py))?;
@@ -196,7 +196,7 @@ pub fn body_message(py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAn
 /// while its body was collected).
 pub fn finished(py: Python<'_>, ex: &Exchange, exc: Option<Py<PyAny>>) -> PyResult<()> {
     let disconnected = exc.is_none() && ex.lock().truncated;
-    HttpProtocol::app_finished(ex.proto.bind(py), ex.gen, exc, disconnected, &WSGI_APP_END)
+    HttpProtocol::app_finished(ex.proto()?.bind(py), ex.gen, exc, disconnected, &WSGI_APP_END)
 }
 
 fn send_file(
@@ -208,7 +208,7 @@ fn send_file(
     offset: u64,
     size: u64,
 ) -> PyResult<()> {
-    let proto = ex.proto.bind(py);
+    let proto = ex.proto()?.bind(py);
     let gone = |r: Result<Responded, RespondError>| {
         if r.is_err() {
             ex.update(|s| {

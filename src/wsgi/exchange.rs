@@ -2,15 +2,36 @@
 //! thread serving it. They share the request body that has arrived and the state of the
 //! response's flow (paused while the connection's write buffer is full, or the client gone)
 //! under one lock; the app thread waits on its condition variable with the GIL released.
+//! What the app thread sends goes by its `Route`: to the loop thread (`bridge`), or, where
+//! the app thread owns the connection itself (the thread engine, `engine`), straight to it.
 
+use super::bridge::{Post, WsgiBridge};
 use super::request::WsgiRequest;
+use crate::http::head::HeadRules;
 use crate::http::protocol::HttpProtocol;
+use crate::http::settings::Settings;
 use crate::sync::lock_unpoisoned;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Where what the app thread sends goes.
+pub enum Route {
+    /// To the loop thread, which owns the connection.
+    Loop { proto: Py<HttpProtocol>, bridge: Py<WsgiBridge> },
+    /// To the connection, on the app thread itself.
+    Direct(Arc<dyn Sink>),
+}
+
+/// A connection the app thread serving it owns: a post is applied there and then, on the
+/// app thread (waiting, with the GIL released, where the loop would have paused it).
+pub trait Sink: Send + Sync {
+    fn apply(&self, py: Python<'_>, post: Post) -> PyResult<()>;
+    fn settings(&self) -> &Settings;
+}
 
 pub struct Exchange {
-    pub proto: Py<HttpProtocol>,
+    pub route: Route,
     pub gen: u64,
     pub request: Py<WsgiRequest>,
     shared: Mutex<Shared>,
@@ -77,8 +98,44 @@ impl Shared {
 }
 
 impl Exchange {
-    pub fn new(proto: Py<HttpProtocol>, gen: u64, request: Py<WsgiRequest>) -> Exchange {
-        Exchange { proto, gen, request, shared: Mutex::new(Shared::default()), changed: Condvar::new() }
+    pub fn new(route: Route, gen: u64, request: Py<WsgiRequest>) -> Exchange {
+        Exchange { route, gen, request, shared: Mutex::new(Shared::default()), changed: Condvar::new() }
+    }
+
+    /// The loop's protocol of the connection (only a loop-routed exchange has one).
+    pub fn proto(&self) -> PyResult<&Py<HttpProtocol>> {
+        match &self.route {
+            Route::Loop { proto, .. } => Ok(proto),
+            Route::Direct(_) => Err(PyRuntimeError::new_err("the request is not served by the loop")),
+        }
+    }
+
+    /// Send `post` on its way (see `Route`).
+    pub fn post(&self, py: Python<'_>, post: Post) -> PyResult<()> {
+        match &self.route {
+            Route::Loop { bridge, .. } => WsgiBridge::post(bridge.bind(py), post),
+            Route::Direct(sink) => sink.apply(py, post),
+        }
+    }
+
+    /// The response head's rules (date, server, default fields) of the connection's server.
+    pub fn with_rules<R>(&self, py: Python<'_>, f: impl FnOnce(&HeadRules<'_>) -> R) -> R {
+        let settings = match &self.route {
+            Route::Loop { proto, .. } => &proto.bind(py).get().state.get().settings,
+            Route::Direct(sink) => sink.settings(),
+        };
+        f(&settings.head_rules())
+    }
+
+    /// Whether a `wsgi.file_wrapper` file can be sent by `sendfile` (`Post::File`).
+    pub fn sends_files(&self, py: Python<'_>) -> bool {
+        match &self.route {
+            Route::Loop { bridge, .. } => bridge.get().sendfile.is_some(),
+            Route::Direct(_) => {
+                let _ = py;
+                true
+            }
+        }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Shared> {

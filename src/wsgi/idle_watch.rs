@@ -38,7 +38,7 @@ fn set_class(policy: libc::c_int) -> bool {
 
 /// The least timer slack the kernel allows (0 would restore the default): the calling
 /// thread's timed waits end at their deadline.
-pub(super) fn exact_timers() {
+pub(crate) fn exact_timers() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_TIMERSLACK takes one unsigned long and touches only the calling thread.
     unsafe {

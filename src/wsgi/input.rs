@@ -1,10 +1,10 @@
 //! `wsgi.input`: the request body as a file the app reads on its thread (PEP 3333:
 //! `read`, `readline`, `readlines`, iteration). Bytes come from the exchange's buffer; when
-//! it runs short the app thread asks the loop for more (`Post::Read`) and waits with the
+//! it runs short the app thread asks the connection for more (`Post::Read`) and waits with the
 //! GIL released, so the body is streamed, never buffered whole: the loop reads the
 //! socket only while the app asks, and pauses it beyond its high-water mark.
 
-use super::bridge::{Post, WsgiBridge};
+use super::bridge::Post;
 use super::exchange::{Exchange, Shared};
 use crate::http::ClientDisconnected;
 use pyo3::prelude::*;
@@ -14,12 +14,11 @@ use std::sync::Arc;
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct WsgiInput {
     ex: Arc<Exchange>,
-    bridge: Py<WsgiBridge>,
 }
 
 impl WsgiInput {
-    pub fn new(ex: Arc<Exchange>, bridge: Py<WsgiBridge>) -> WsgiInput {
-        WsgiInput { ex, bridge }
+    pub fn new(ex: Arc<Exchange>) -> WsgiInput {
+        WsgiInput { ex }
     }
 
     /// Wait until `enough` holds for the buffered body, or the body has ended; then `take`.
@@ -46,7 +45,7 @@ impl WsgiInput {
                 !std::mem::replace(&mut s.asked, true)
             };
             if ask {
-                WsgiBridge::post(self.bridge.bind(py), Post::Read(self.ex.clone()))?;
+                self.ex.post(py, Post::Read(self.ex.clone()))?;
             }
             self.ex.wait_for(py, |s| !s.asked || s.body_ended, |_| ());
         }

@@ -71,14 +71,26 @@ fn process_cpu_time() -> Duration {
 pub struct AppContext {
     pub app: Py<PyAny>,
     pub environ: Py<PyDict>,
-    pub bridge: Py<WsgiBridge>,
     /// `SCRIPT_NAME`, as bytes, for stripping from the path.
     pub root_path: Vec<u8>,
     pub keys: KeyCache,
 }
 
+impl AppContext {
+    /// The context of `app`, whose requests' environs start as `environ`.
+    pub fn new(app: Py<PyAny>, environ: Bound<'_, PyDict>) -> PyResult<AppContext> {
+        let root_path = match environ.get_item("SCRIPT_NAME")? {
+            Some(s) => s.extract::<String>()?.into_bytes(),
+            None => Vec::new(),
+        };
+        Ok(AppContext { app, environ: environ.unbind(), root_path, keys: Default::default() })
+    }
+}
+
 pub struct Pool {
     pub ctx: AppContext,
+    /// The loop's side of the hand-off.
+    pub bridge: Py<WsgiBridge>,
     /// A `StallCheck` is scheduled.
     check_armed: AtomicBool,
     shared: Arc<Shared>,
@@ -202,9 +214,10 @@ impl PoolState {
 }
 
 impl Pool {
-    pub fn new(ctx: AppContext, threads: usize) -> Pool {
+    pub fn new(ctx: AppContext, bridge: Py<WsgiBridge>, threads: usize) -> Pool {
         Pool {
             ctx,
+            bridge,
             check_armed: AtomicBool::new(false),
             shared: Arc::new(Shared {
                 threads: threads.max(1),
@@ -223,7 +236,7 @@ impl Pool {
     /// submit it. A client waiting for `100 Continue` gets the app at once (the app's first
     /// read answers it).
     pub fn prefetch(self: &Arc<Self>, py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
-        let proto = ex.proto.bind(py);
+        let proto = ex.proto()?.bind(py);
         if let Some(body) = proto.get().take_whole_body(py, ex.gen)? {
             ex.update(|s| s.push_body(&body, false));
         }
@@ -272,7 +285,7 @@ impl Pool {
         // another request, nobody else would look at the queue until the next request.
         if !self.check_armed.swap(true, Ordering::Relaxed) {
             let check = Py::new(py, StallCheck { pool: self.clone() })?;
-            self.ctx.bridge.get().lp.call_method1(py, intern!(py, "call_later"), (STALL.as_secs_f64(), check))?;
+            self.bridge.get().lp.call_method1(py, intern!(py, "call_later"), (STALL.as_secs_f64(), check))?;
         }
         Ok(())
     }
@@ -296,7 +309,7 @@ impl Pool {
     /// Wake the thread that went idle last, or else start one if there is room; false if
     /// neither.
     fn hire(self: &Arc<Self>, st: MutexGuard<'_, PoolState>, waker: Waker) -> bool {
-        let unpark = |thread: Thread| match (&self.ctx.bridge.get().core, waker) {
+        let unpark = |thread: Thread| match (&self.bridge.get().core, waker) {
             (Some(core), Waker::Loop) => core.get().unpark_on_release(thread),
             _ => thread.unpark(),
         };
@@ -412,7 +425,7 @@ impl Pool {
         };
         // Threads the loop woke in this iteration wait for its next poll, which does not come
         // while this call waits for them.
-        if let Some(core) = &self.ctx.bridge.get().core {
+        if let Some(core) = &self.bridge.get().core {
             core.get().release_handoffs();
         }
         let deadline = Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
@@ -477,7 +490,7 @@ impl StallCheck {
         pool.more_hands(st, Waker::Loop);
         if more {
             // Still queued: look again (each look wakes at most one thread).
-            let lp = &pool.ctx.bridge.get().lp;
+            let lp = &pool.bridge.get().lp;
             lp.call_method1(slf.py(), intern!(slf.py(), "call_later"), (STALL.as_secs_f64(), slf))?;
         } else {
             pool.check_armed.store(false, Ordering::Relaxed);

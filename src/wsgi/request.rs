@@ -27,15 +27,29 @@ pub struct WsgiRequest {
 impl WsgiRequest {
     /// The request of `head` (in `c`'s read buffer); refused if its target is not one.
     pub fn new(py: Python<'_>, c: &Conn, head: &Head) -> Result<WsgiRequest, Reject> {
+        let client = c.objects.client.as_ref().map(|a| a.clone_ref(py));
+        let server = c.objects.server.as_ref().map(|a| a.clone_ref(py));
+        WsgiRequest::from_head(&c.rbuf, head, client, server, c.https)
+    }
+
+    /// The request of `head`, at the start of `rbuf`, from a connection with these
+    /// addresses; refused if its target is not one.
+    pub fn from_head(
+        rbuf: &[u8],
+        head: &Head,
+        client: Option<Py<PyAny>>,
+        server: Option<Py<PyAny>>,
+        https: bool,
+    ) -> Result<WsgiRequest, Reject> {
         let request = WsgiRequest {
-            bytes: c.rbuf.get(..head.len).unwrap_or_default().to_vec(),
+            bytes: rbuf.get(..head.len).unwrap_or_default().to_vec(),
             method: head.method.clone(),
             target: head.target.clone(),
             minor: head.minor,
             headers: head.headers.clone(),
-            client: c.objects.client.as_ref().map(|a| a.clone_ref(py)),
-            server: c.objects.server.as_ref().map(|a| a.clone_ref(py)),
-            https: c.https,
+            client,
+            server,
+            https,
         };
         request.split()?;
         Ok(request)

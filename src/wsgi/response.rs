@@ -1,9 +1,9 @@
 //! Serving one request on an app thread: the environ, the app's call, its iterable sent
 //! part by part (a list at once, with its length when small), `close()` on every path, and
-//! the app's end posted to the loop, which logs an error and answers 500 if nothing was
+//! the app's end posted to the connection, which logs an error and answers 500 if nothing was
 //! sent.
 
-use super::bridge::{Post, WsgiBridge};
+use super::bridge::Post;
 use super::environ;
 use super::exchange::Exchange;
 use super::file_wrapper::FileWrapper;
@@ -21,17 +21,17 @@ const JOIN_LIMIT: usize = 64 * 1024;
 
 pub fn serve(py: Python<'_>, ctx: &AppContext, ex: Arc<Exchange>) {
     let exc = run(py, ctx, &ex).err().map(|e| e.into_value(py).into_any());
-    if let Err(e) = WsgiBridge::post(ctx.bridge.bind(py), Post::Finished(ex, exc)) {
+    if let Err(e) = ex.clone().post(py, Post::Finished(ex, exc)) {
         e.write_unraisable(py, None);
     }
 }
 
 fn run(py: Python<'_>, ctx: &AppContext, ex: &Arc<Exchange>) -> PyResult<()> {
-    let input = Bound::new(py, WsgiInput::new(ex.clone(), ctx.bridge.clone_ref(py)))?;
+    let input = Bound::new(py, WsgiInput::new(ex.clone()))?;
     let environ = environ::build(py, ctx, ex.request.get(), input.into_any())?;
-    let responder = Bound::new(py, StartResponse::new(ex.clone(), ctx.bridge.clone_ref(py)))?;
+    let responder = Bound::new(py, StartResponse::new(ex.clone()))?;
     let result = ctx.app.bind(py).call1((environ, &responder))?;
-    let sendfile = ctx.bridge.get().sendfile.is_some();
+    let sendfile = ex.sends_files(py);
     let sent = send_result(py, responder.get(), &result, sendfile);
     // PEP 3333: close() is called whatever happened, after the iteration.
     let closed = match result.getattr_opt(intern!(py, "close")) {

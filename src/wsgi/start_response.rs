@@ -5,7 +5,7 @@
 //! send waits while the connection's write buffer is full, so a slow client holds the app
 //! thread rather than growing the server's memory.
 
-use super::bridge::{OutPart, Post, WsgiBridge};
+use super::bridge::{OutPart, Post};
 use super::exchange::{Exchange, Shared};
 use crate::http::head::{HeadBuilder, ResponseHead};
 use crate::http::ClientDisconnected;
@@ -47,7 +47,6 @@ pub enum Sent {
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct StartResponse {
     ex: Arc<Exchange>,
-    bridge: Py<WsgiBridge>,
     reply: Mutex<Reply>,
 }
 
@@ -103,8 +102,8 @@ fn parse_headers(headers: &Bound<'_, PyAny>) -> PyResult<Vec<(Vec<u8>, Vec<u8>)>
 }
 
 impl StartResponse {
-    pub fn new(ex: Arc<Exchange>, bridge: Py<WsgiBridge>) -> StartResponse {
-        StartResponse { ex, bridge, reply: Mutex::new(Reply::default()) }
+    pub fn new(ex: Arc<Exchange>) -> StartResponse {
+        StartResponse { ex, reply: Mutex::new(Reply::default()) }
     }
 
     fn reply(&self) -> MutexGuard<'_, Reply> {
@@ -130,14 +129,14 @@ impl StartResponse {
         let Some((status, reason)) = &reply.status else {
             return Err(PyAssertionError::new_err("the WSGI application sent a body before calling start_response()"));
         };
-        let state = self.ex.proto.bind(py).get().state.get();
-        let rules = state.settings.head_rules();
         let error = |e: crate::http::head::HeadError| PyValueError::new_err(e.to_string());
-        let mut builder = HeadBuilder::with_reason(*status, reason).map_err(error)?;
-        for (name, value) in &reply.headers {
-            builder.field(&rules, name, value).map_err(error)?;
-        }
-        builder.finish(&rules).map_err(error)
+        self.ex.with_rules(py, |rules| {
+            let mut builder = HeadBuilder::with_reason(*status, reason).map_err(error)?;
+            for (name, value) in &reply.headers {
+                builder.field(rules, name, value).map_err(error)?;
+            }
+            builder.finish(rules).map_err(error)
+        })
     }
 
     /// Send `file` (an open regular file, `remaining` bytes from `offset` to its end) as the
@@ -153,7 +152,7 @@ impl StartResponse {
             return Err(PyAssertionError::new_err("a file as the body after the response started"));
         };
         let size = head.length.map_or(remaining, |n| n.min(remaining));
-        WsgiBridge::post(self.bridge.bind(py), Post::File { ex: self.ex.clone(), head, file, offset, size })?;
+        self.ex.post(py, Post::File { ex: self.ex.clone(), head, file, offset, size })?;
         let gone = self.ex.wait_for(py, |s| s.file_done || s.gone, |s| s.gone);
         Ok(if gone { Sent::Gone } else { Sent::Queued })
     }
@@ -178,7 +177,7 @@ impl StartResponse {
             None => PyBytes::new(py, b"").unbind(),
         };
         parts.push(OutPart::Body(body, more));
-        WsgiBridge::post(self.bridge.bind(py), Post::Respond(self.ex.clone(), parts))?;
+        self.ex.post(py, Post::Respond(self.ex.clone(), parts))?;
         Ok(Sent::Queued)
     }
 }

@@ -12,7 +12,10 @@ their p95 from 7-16 ms to 1.4-6.4 ms (docs/design.md, "One CPU per worker").
 `--workers $(nproc)`, nginx's `worker_cpu_affinity auto`): every CPU then gets one worker,
 as the kernel would spread them anyway. With fewer workers than CPUs, fixed CPUs would put
 every instance of the server on a host on the same first CPUs; that stays the kernel's
-choice unless `on` is asked for."""
+choice unless `on` is asked for. Nor does `auto` pin the WSGI thread engine's workers
+(`--wsgi-engine threads`): they hand nothing across, and their threads poll and run in
+turn, which on one CPU would each time wait for the other; two such workers on two shared
+CPUs served 50.6k hello requests a second pinned and 100.7k unpinned (docs/design.md)."""
 
 import os
 
@@ -21,11 +24,11 @@ def can_pin():
     return hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
 
 
-def worker_cpus(mode, workers):
+def worker_cpus(mode, workers, wsgi_engine="loop"):
     """The CPU of each worker slot (a list, indexed by slot modulo its length), or None
     when the workers are left where the kernel puts them. ValueError for `on` where a
     process cannot be confined to a CPU."""
-    if mode == "off":
+    if mode == "off" or (mode == "auto" and wsgi_engine == "threads"):
         return None
     if not can_pin():
         if mode == "on":

@@ -164,7 +164,7 @@ def start(config, notify_fd=None, metrics=None, board=None):
         print(f"swordfish: cannot load --env-file: {exc}", file=sys.stderr)
         return 2
     try:
-        cpus = worker_cpus(config.worker_cpu_affinity, config.workers)
+        cpus = worker_cpus(config.worker_cpu_affinity, config.workers, config.wsgi_engine)
     except ValueError as exc:
         print(f"swordfish: {exc}", file=sys.stderr)
         return 2

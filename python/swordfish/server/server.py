@@ -171,6 +171,7 @@ class Server:
         self.metrics = None  # where this worker counts what it serves (--metrics)
         self.board = None  # (FD, SLOT): this worker's slot of the supervisor's connection board
         self._rsgi_prepared = False  # before_loop() ran (RSGI's __rsgi_init__)
+        self._engine = None  # the WSGI thread engine, when it serves (--wsgi-engine threads)
 
     async def serve(self, sockets=None):
         """Serve until `shutdown()`; sockets: already-bound listening sockets to use. Raises
@@ -238,13 +239,23 @@ class Server:
                 static_files=(None if config.static_path_dir is None else
                               (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
             )
+            threaded = wsgi and self._threaded()
             if self.board is not None:
                 board = ConnectionBoard.attach(self.board[0])
-                gate = AcceptGate(board, self.board[1], lambda: len(state.connections))
+                count = (lambda: self._engine.connections) if threaded else (lambda: len(state.connections))
+                gate = AcceptGate(board, self.board[1], count)
                 publish = loop.create_task(self._publish_connections(gate))
             try:
                 await self._listen(loop, ConnectionFactory(state, self.multiprocess, gate), sockets,
-                                   config.ssl_context())
+                                   config.ssl_context(), start_serving=not threaded)
+                if threaded:
+                    # The loop only bound the sockets: the engine's threads accept and serve.
+                    for sock in self.sockets:
+                        with socket.fromfd(sock.fileno(), sock.family, sock.type) as dup:
+                            dup.listen(config.backlog)
+                    self._engine = _native.WsgiEngine(app, state, self.sockets,
+                                                      environ=environ_template(config, self.multiprocess),
+                                                      threads=config.threads, logger=logger)
             except OSError as exc:
                 logger.error("%s", exc)
                 self.exit_code = 1
@@ -266,12 +277,26 @@ class Server:
                 publish.cancel()
             if gate is not None:
                 gate.withdraw()  # before the listeners close: the others stop waiting on it
-            await self._shutdown_connections()
+            if self._engine is not None:
+                await self._shutdown_engine()
+            else:
+                await self._shutdown_connections()
             if wsgi and interface is not None:
                 self._stop_wsgi_threads(interface)
             await lifespan.shutdown()
             if rsgi_hooks is not None:
                 self.after_loop(rsgi_hooks)
+
+    def _threaded(self):
+        """Whether the WSGI thread engine serves (`--wsgi-engine threads`, where it can)."""
+        config = self.config
+        if config.wsgi_engine != "threads":
+            return False
+        if config.ssl_certfile is not None or config.proxy_protocol or config.static_path_dir is not None:
+            logger.info("the WSGI thread engine serves neither TLS, PROXY headers nor static files: "
+                        "the loop serves instead")
+            return False
+        return True
 
     def interface_of(self, app):
         """'asgi', 'wsgi' or 'rsgi': the configured interface, or the app's."""
@@ -329,9 +354,9 @@ class Server:
             logger.warning("%d WSGI request(s) still running in the app at shutdown: their threads are left behind",
                            stuck)
 
-    async def _listen(self, loop, factory, sockets, sslcontext):
+    async def _listen(self, loop, factory, sockets, sslcontext, start_serving=True):
         config = self.config
-        kw = {"backlog": config.backlog}
+        kw = {"backlog": config.backlog, "start_serving": start_serving}
         if sslcontext is not None:
             # The header-read timeout starts at accept: with TLS, the handshake is its start.
             kw.update(ssl=sslcontext, ssl_handshake_timeout=config.timeout_header_read)
@@ -429,6 +454,40 @@ class Server:
                 await self._reap_cancelled(tasks)
                 break
             await asyncio.sleep(0.02)
+        for server in self._servers:
+            await server.wait_closed()
+        if self._bound_uds:
+            try:
+                os.unlink(self._bound_uds)
+            except OSError:
+                pass
+
+    async def _shutdown_engine(self):
+        """`_shutdown_connections` for the WSGI thread engine: its listeners close, its
+        idle connections close, and its busy ones after their response, within
+        --timeout-graceful-shutdown; then its threads stop."""
+        engine, state = self._engine, self.state
+        engine.close_listeners()
+        for server in self._servers:
+            server.close()
+        state.begin_shutdown()
+        timeout = self.config.timeout_graceful_shutdown
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        # Polled, as on the loop's path; a connection busy at one look is shut down at the next.
+        while True:
+            engine.shutdown()
+            if not (engine.connections or state.active_requests):
+                break
+            if deadline is not None and loop.time() >= deadline:
+                logger.warning("graceful shutdown timed out: closing %d connections", engine.connections)
+                engine.abort()
+                break
+            await asyncio.sleep(0.02)
+        stuck = engine.stop(_CANCELLED_APP_GRACE)
+        if stuck:
+            logger.warning("%d WSGI request(s) still running in the app at shutdown: their threads are left behind",
+                           stuck)
         for server in self._servers:
             await server.wait_closed()
         if self._bound_uds:

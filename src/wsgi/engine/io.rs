@@ -1,0 +1,248 @@
+//! A connection's I/O in the thread engine, none of it with the GIL: reading and parsing
+//! until a request is ready for the app (its head, and its body or the first `PREFETCH`
+//! bytes of it, so that a client that sends slowly holds a connection but no app thread),
+//! running the core's acts, writing what the socket takes (the rest waits for the poller's
+//! next writable event), and closing.
+
+use super::slot::{Act, Conn, Slot};
+use super::socket::Filled;
+use super::Engine;
+use crate::http::conn::Phase;
+use crate::http::parse::{ChunkedDecoder, Framing, Head};
+use crate::http::reading::{Next, READ_HIGH_WATER};
+use crate::http::settings::Settings;
+use crate::wsgi::pool::PREFETCH;
+use mio::{Interest, Token};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the read buffer led to.
+pub enum Pumped {
+    /// A request is ready for the app (`Link::head`).
+    Ready,
+    /// Nothing to do until the socket has more, or takes more.
+    Idle,
+}
+
+/// Whether the body of `head` (at the start of `rbuf`) has come far enough for the app: all
+/// of it or `PREFETCH` bytes. A client that waits for `100 Continue` gets the app at once
+/// (its first read answers).
+pub fn prefetched(rbuf: &[u8], head: &Head, st: &Settings) -> bool {
+    if head.expect_continue {
+        return true;
+    }
+    let body = rbuf.get(head.len..).unwrap_or_default();
+    match head.framing {
+        Framing::Length(n) => body.len() as u64 >= n.min(PREFETCH as u64),
+        Framing::Chunked => {
+            let mut decoder = ChunkedDecoder::new(st.limits.body_size);
+            let mut decoded = Vec::new();
+            match decoder.feed(body, &mut decoded) {
+                Ok(_) => decoder.is_done() || decoded.len() >= PREFETCH,
+                // Refused when the request begins.
+                Err(_) => true,
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Read and parse until a request is ready or the socket is drained.
+    pub fn pump(&self, slot: &Slot, c: &mut Conn) -> Pumped {
+        let st = self.settings();
+        let mut acts = Vec::new();
+        loop {
+            if c.objects.head.is_none() && c.objects.unwritten() < READ_HIGH_WATER {
+                match c.next(st, &mut acts) {
+                    Next::Head(head) => c.objects.head = Some(head),
+                    // PROXY headers are served on the loop (the trusted hosts are Python's).
+                    Next::Relayed { .. } => continue,
+                    // The unread body of the request before, dropped: then the next one.
+                    Next::Body => {
+                        let finished = c.body_read(st, &mut acts);
+                        self.stage(slot, c, &mut acts);
+                        if finished {
+                            continue;
+                        }
+                    }
+                    Next::Wait | Next::BodyRefused => {}
+                }
+                self.stage(slot, c, &mut acts);
+            }
+            if c.closing() || c.objects.close {
+                return Pumped::Idle;
+            }
+            if let Some(head) = &c.objects.head {
+                if prefetched(&c.rbuf, head, st) {
+                    return Pumped::Ready;
+                }
+            } else if c.objects.unwritten() >= READ_HIGH_WATER {
+                // Pipelined requests wait while the client does not read the answers.
+                return Pumped::Idle;
+            }
+            if c.objects.drained {
+                // Read to its end already: an event says when more comes.
+                return Pumped::Idle;
+            }
+            match c.objects.stream.fill(&mut c.rbuf) {
+                Filled::Data { n, drained } => {
+                    c.objects.drained = drained;
+                    if let Some(m) = st.metrics() {
+                        m.received(n);
+                    }
+                }
+                Filled::Drained => {
+                    c.objects.drained = true;
+                    return Pumped::Idle;
+                }
+                Filled::Closed => {
+                    c.phase = Phase::Lost;
+                    return Pumped::Idle;
+                }
+            }
+        }
+    }
+
+    /// Run the core's acts: bytes to the output buffer, closing, timers, log lines.
+    pub fn stage(&self, slot: &Slot, c: &mut Conn, acts: &mut Vec<Act>) {
+        let metrics = self.settings().metrics();
+        for act in acts.drain(..) {
+            match act {
+                Act::Write(data) | Act::WriteLater(data, _) | Act::WriteObj(data, _) => {
+                    if let Some(m) = metrics {
+                        m.sent(data.len() as u64);
+                    }
+                    c.objects.out.extend_from_slice(&data);
+                }
+                Act::Close => c.objects.close = true,
+                Act::Abort => {
+                    c.objects.close = true;
+                    c.objects.out_pos = c.objects.out.len();
+                    c.objects.file = None;
+                }
+                // Reading is asked for, never pushed: nothing to pause.
+                Act::PauseReading | Act::ResumeReading => {}
+                Act::ArmTimer(seconds) => self.arm(slot, seconds),
+                Act::CancelTimer => {
+                    slot.timer_seq.fetch_add(1, Ordering::Relaxed);
+                }
+                Act::AccessLog(log, status, size, seconds, refused) => {
+                    c.objects.logs.push((log, status, size, seconds, refused))
+                }
+                Act::Unwait(..) | Act::World(()) => {}
+                Act::WriteFile { file, offset, len } => {
+                    if let Some(m) = metrics {
+                        m.sent(len);
+                    }
+                    c.objects.file = Some((file, offset, len, None));
+                }
+                Act::SendFile { file, offset, len, gen } => c.objects.file = Some((file, offset, len, Some(gen))),
+            }
+        }
+    }
+
+    /// Arm the connection's timer.
+    fn arm(&self, slot: &Slot, seconds: f64) {
+        let seq = slot.timer_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let after = Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or(Duration::MAX);
+        if self.timers().arm(slot.token, seq, after) {
+            // The poller may be waiting past it.
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Write what the socket takes of the output; false if the client is gone.
+    pub fn flush(&self, c: &mut Conn) -> bool {
+        let link = &mut c.objects;
+        while link.out_pos < link.out.len() {
+            match link.stream.write_some(&link.out[link.out_pos..]) {
+                Ok(0) => return true,
+                Ok(n) => link.out_pos += n,
+                Err(_) => return false,
+            }
+        }
+        link.out.clear();
+        link.out_pos = 0;
+        // A large answer's room is not kept for the connection's life.
+        if link.out.capacity() > READ_HIGH_WATER {
+            link.out = Vec::new();
+        }
+        true
+    }
+
+    /// Watch the socket for writing while output waits (and not after).
+    fn watch_writes(&self, slot: &Slot, c: &mut Conn) {
+        let wanted = c.objects.unwritten() > 0;
+        if wanted == c.objects.watch_out {
+            return;
+        }
+        let interest = if wanted { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+        c.objects.watch_out = wanted;
+        let _ = self.registry.reregister(c.objects.stream.source(), Token(slot.token), interest);
+    }
+
+    /// Close the connection: out of the poller and the engine's table.
+    pub fn close(&self, slot: &Slot, c: &mut Conn) {
+        if c.objects.closed {
+            return;
+        }
+        c.objects.closed = true;
+        c.phase = Phase::Lost;
+        slot.timer_seq.fetch_add(1, Ordering::Relaxed);
+        let _ = self.registry.deregister(c.objects.stream.source());
+        c.objects.stream.shutdown();
+        if let Some(m) = self.settings().metrics() {
+            m.connection_closed();
+        }
+        self.forget(slot.token);
+    }
+
+    /// Owned: write, read and parse until a request is ready (returned, still owned) or
+    /// there is nothing to do; then let the connection go. `event`: the socket reported
+    /// something since it was last read to its end.
+    pub fn settle(&self, slot: Arc<Slot>, event: bool) -> Option<Arc<Slot>> {
+        let mut event = event;
+        loop {
+            let mut c = slot.lock();
+            if c.objects.closed {
+                return None;
+            }
+            if std::mem::take(&mut event) {
+                c.objects.drained = false;
+            }
+            let ready = if self.flush(&mut c) { self.pump(&slot, &mut c) } else { lost(&mut c) };
+            // What the reading staged (a refusal) goes out now.
+            if !self.flush(&mut c) {
+                lost(&mut c);
+            }
+            let logs = std::mem::take(&mut c.objects.logs);
+            if c.lost() || (c.objects.close && c.objects.unwritten() == 0) {
+                self.close(&slot, &mut c);
+                drop(c);
+                self.log(logs);
+                return None;
+            }
+            self.watch_writes(&slot, &mut c);
+            if c.rbuf.is_empty() && c.rbuf.capacity() > READ_HIGH_WATER {
+                // Nor a large request's.
+                c.rbuf = Vec::new();
+            }
+            drop(c);
+            self.log(logs);
+            if let Pumped::Ready = ready {
+                return Some(slot);
+            }
+            if slot.release() {
+                return None;
+            }
+            // An event came meanwhile.
+            event = true;
+        }
+    }
+}
+
+fn lost(c: &mut Conn) -> Pumped {
+    c.phase = Phase::Lost;
+    Pumped::Idle
+}

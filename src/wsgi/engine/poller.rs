@@ -1,0 +1,173 @@
+//! The leader's work: one thread at a time holds the poller. It accepts, reads and parses
+//! (without the GIL), fires the connections' timers, and keeps polling while the requests
+//! it finds are being taken up; when one needs a thread to run it (see `runner`), it hands
+//! the poller to a follower and runs it.
+
+use super::slot::{Conn, Link, Slot};
+use super::socket::{no_delay, Stream};
+use super::{Engine, Listener, FIRST_REQUEST_GRACE};
+use crate::clock::coarse_resolution;
+use crate::http::conn::TimerKind;
+use crate::sync::lock_unpoisoned;
+use mio::{Events, Interest, Token};
+use pyo3::prelude::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Wakes the poller: an earlier deadline, a request queued from outside, the stop.
+pub const WAKER: Token = Token(0);
+pub const FIRST_LISTENER: usize = 1;
+/// Connections' tokens start here; listeners' are below.
+pub const FIRST_CONNECTION: usize = 1 << 16;
+
+/// Events taken per poll.
+const EVENTS: usize = 256;
+
+impl Engine {
+    /// A thread's life: follow until it leads, lead until a request needs a runner, run,
+    /// and follow again.
+    pub fn work(self: Arc<Self>) {
+        // An app's timed waits (a sleep, a lock's timeout) end at their deadline.
+        crate::wsgi::idle_watch::exact_timers();
+        // The thread's Python state is made once: each `Python::attach` after only takes
+        // the GIL.
+        Python::attach(|py| py.detach(|| self.follow_and_lead()));
+        let mut alive = lock_unpoisoned(&self.alive);
+        *alive -= 1;
+        self.exited.notify_all();
+    }
+
+    fn follow_and_lead(self: &Arc<Self>) {
+        let mut events = Events::with_capacity(EVENTS);
+        while !self.stop.load(Ordering::Relaxed) {
+            {
+                let mut poll = lock_unpoisoned(&self.poll);
+                // Requests queued before it led may want it first.
+                let mut jobs = Vec::new();
+                loop {
+                    if self.stop.load(Ordering::Relaxed) {
+                        // The next follower sees it at once, and so on.
+                        let _ = self.waker.wake();
+                        return;
+                    }
+                    if self.queue(jobs) {
+                        break;
+                    }
+                    jobs = self.poll_once(&mut poll, &mut events);
+                }
+            }
+            self.run_queue();
+        }
+    }
+
+    fn poll_once(&self, poll: &mut mio::Poll, events: &mut Events) -> Vec<Arc<Slot>> {
+        let timeout = self.timers().next();
+        if poll.poll(events, timeout).is_err() {
+            // Interrupted: the deadlines are looked at below all the same.
+            events.clear();
+        }
+        let mut jobs = Vec::new();
+        for event in events.iter() {
+            let token = event.token().0;
+            if token == WAKER.0 {
+                continue;
+            }
+            if token < FIRST_CONNECTION {
+                self.accept(token - FIRST_LISTENER, &mut jobs);
+            } else if let Some(slot) = self.slot(token) {
+                if slot.own() {
+                    jobs.extend(self.settle(slot, true));
+                }
+            }
+        }
+        self.fire_timers(&mut jobs);
+        jobs
+    }
+
+    /// Take every connection waiting on listener `i`.
+    fn accept(&self, i: usize, jobs: &mut Vec<Arc<Slot>>) {
+        loop {
+            let accepted = {
+                let listeners = lock_unpoisoned(&self.listeners);
+                match listeners.get(i) {
+                    Some(Some(Listener::Tcp(l))) => l.accept().map(|(s, _)| Stream::Tcp(s)),
+                    Some(Some(Listener::Unix(l))) => l.accept().map(|(s, _)| Stream::Unix(s)),
+                    _ => return,
+                }
+            };
+            let stream = match accepted {
+                Ok(s) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) => {
+                    // Out of descriptors: what waits is taken when a connection closes and
+                    // another arrives.
+                    return;
+                }
+                // The client left before it was taken (ECONNABORTED), and the like.
+                Err(_) => continue,
+            };
+            no_delay(&stream);
+            if let Some(job) = self.open(stream) {
+                jobs.push(job);
+            }
+        }
+    }
+
+    /// A new connection: into the table and the poller, its header timer armed, and read
+    /// at once (its request may be there already).
+    fn open(&self, stream: Stream) -> Option<Arc<Slot>> {
+        let st = self.settings();
+        let slot = self.insert(|token| {
+            let mut c = Conn::new(Link::new(stream));
+            c.number = st.connections_made.fetch_add(1, Ordering::Relaxed);
+            Arc::new(Slot::new(token, c))
+        });
+        if let Some(m) = st.metrics() {
+            m.connection_opened();
+        }
+        if !slot.own() {
+            return None;
+        }
+        {
+            let mut c = slot.lock();
+            if self.registry.register(c.objects.stream.source(), Token(slot.token), Interest::READABLE).is_err() {
+                self.close(&slot, &mut c);
+                return None;
+            }
+            let mut acts = Vec::new();
+            c.set_timer(TimerKind::Header, st.timeout_header, &mut acts);
+            if st.shutting_down.load(Ordering::Relaxed) {
+                // Accepted before the listener closed: its first request is served.
+                c.shutdown = true;
+                c.set_timer(TimerKind::Header, st.timeout_header.min(FIRST_REQUEST_GRACE), &mut acts);
+            }
+            self.stage(&slot, &mut c, &mut acts);
+        }
+        self.settle(slot, true)
+    }
+
+    /// The connections whose deadline has come: the core decides (close, or wait on).
+    fn fire_timers(&self, jobs: &mut Vec<Arc<Slot>>) {
+        let due = self.timers().due();
+        for (token, seq) in due {
+            let Some(slot) = self.slot(token) else { continue };
+            if slot.timer_seq.load(Ordering::Relaxed) != seq {
+                continue;
+            }
+            if !slot.try_own() {
+                // Being driven now: looked at again a tick later.
+                let later = Duration::from_secs_f64(coarse_resolution());
+                self.timers().arm(token, seq, later);
+                continue;
+            }
+            {
+                let mut c = slot.lock();
+                let mut acts = Vec::new();
+                c.timer_fired(&mut acts);
+                self.stage(&slot, &mut c, &mut acts);
+            }
+            jobs.extend(self.settle(slot, false));
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Running requests. Ready requests queue on the `Baton`. A runner takes the GIL once and
+//! serves every queued request under it (the environ, the app, its iterable), then lets the
+//! GIL go to write the answers and read on. At most one more thread waits for the GIL
+//! meanwhile: it gets it when the runner's app blocks (a database call, a sleep) or at the
+//! interpreter's switch interval, and serves what is queued then. So a CPU-bound app runs
+//! on one thread at a time, without hand-offs, and a blocking one gets as many threads as
+//! it blocks, up to the pool's size.
+
+use super::sink::Direct;
+use super::slot::Slot;
+use super::socket::Addr;
+use super::Engine;
+use crate::http::parse::Reject;
+use crate::sync::lock_unpoisoned;
+use crate::wsgi::exchange::{Exchange, Route};
+use crate::wsgi::request::WsgiRequest;
+use crate::wsgi::response;
+use pyo3::prelude::*;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+#[derive(Default)]
+pub struct Baton {
+    /// Connections with a request ready, owned by the engine until a runner serves them.
+    queue: VecDeque<Arc<Slot>>,
+    /// Threads serving the queue.
+    runners: usize,
+    /// A thread waits for the GIL to serve the queue.
+    waiter: bool,
+}
+
+/// An address as the environ has it: (host, port), or (path, None) for a Unix socket.
+fn address(py: Python<'_>, addr: &Option<Addr>) -> Option<Py<PyAny>> {
+    let tuple = match addr.as_ref()? {
+        Addr::Ip(a) => (a.ip().to_string(), a.port()).into_pyobject(py).ok()?.into_any(),
+        Addr::Path(p) => (p.as_str(), py.None()).into_pyobject(py).ok()?.into_any(),
+    };
+    Some(tuple.unbind())
+}
+
+impl Engine {
+    /// Queue `jobs`; whether the poller should go and run (nobody runs, or nobody waits
+    /// to run the queue).
+    pub fn queue(&self, jobs: Vec<Arc<Slot>>) -> bool {
+        let mut b = lock_unpoisoned(&self.baton);
+        b.queue.extend(jobs);
+        !b.queue.is_empty() && (b.runners == 0 || !b.waiter)
+    }
+
+    /// Queue a request found outside the poller (by a shutdown): the poller is woken to
+    /// see that it has a runner.
+    pub fn queue_job(&self, job: Arc<Slot>) {
+        lock_unpoisoned(&self.baton).queue.push_back(job);
+        let _ = self.waker.wake();
+    }
+
+    /// Having left the poller: run the queue, or wait for the GIL as the one waiter.
+    pub fn run_queue(self: &Arc<Self>) {
+        let mut b = lock_unpoisoned(&self.baton);
+        if b.queue.is_empty() {
+            return;
+        }
+        if b.runners == 0 {
+            b.runners += 1;
+            if b.queue.len() > 1 {
+                let _ = self.waker.wake();
+            }
+            drop(b);
+            return Python::attach(|py| self.run_batches(py));
+        }
+        if b.waiter {
+            return;
+        }
+        b.waiter = true;
+        drop(b);
+        Python::attach(|py| {
+            {
+                let mut b = lock_unpoisoned(&self.baton);
+                b.waiter = false;
+                if b.queue.is_empty() {
+                    return;
+                }
+                b.runners += 1;
+                if b.queue.len() > 1 {
+                    // The rest of the queue wants a waiter of its own: the poller makes one.
+                    let _ = self.waker.wake();
+                }
+            }
+            self.run_batches(py)
+        })
+    }
+
+    /// As a runner: serve every queued request with the GIL, then write the answers and
+    /// read on without it; until the queue is empty.
+    fn run_batches(self: &Arc<Self>, py: Python<'_>) {
+        loop {
+            let mut served = Vec::new();
+            loop {
+                let job = lock_unpoisoned(&self.baton).queue.pop_front();
+                let Some(slot) = job else { break };
+                self.serve(py, &slot);
+                served.push(slot);
+            }
+            let more: Vec<Arc<Slot>> = py.detach(|| served.into_iter().filter_map(|s| self.settle(s, false)).collect());
+            let mut b = lock_unpoisoned(&self.baton);
+            b.queue.extend(more);
+            if b.queue.is_empty() || self.stop.load(Ordering::Relaxed) {
+                b.runners -= 1;
+                return;
+            }
+        }
+    }
+
+    /// With the GIL: begin the ready request of `slot` and run its app to the end.
+    fn serve(self: &Arc<Self>, py: Python<'_>, slot: &Arc<Slot>) {
+        let st = self.settings();
+        let mut acts = Vec::new();
+        let (exchange, logs) = {
+            let mut c = slot.lock();
+            let Some(head) = c.objects.head.take() else { return };
+            let head_method = c.is_head_method(&head);
+            let client = address(py, &c.objects.client);
+            let server = address(py, &c.objects.server);
+            let request = WsgiRequest::from_head(&c.rbuf, &head, client, server, false)
+                .and_then(|r| Py::new(py, r).map_err(|_| Reject::BadRequest("request")));
+            let exchange = match request {
+                Err(why) => {
+                    c.reject(st, why, None, head_method, &mut acts);
+                    None
+                }
+                Ok(request) if st.active_requests.load(Ordering::Relaxed) >= st.limit_concurrency => {
+                    c.reject(st, Reject::Unavailable, Some(request.into_any()), head_method, &mut acts);
+                    None
+                }
+                Ok(request) => {
+                    let log = self.state.get().access_log.as_ref().map(|_| request.clone_ref(py).into_any());
+                    let gen = c.begin_request(st, &head, head_method, false, log);
+                    let route = Route::Direct(Arc::new(Direct::new(self.clone(), slot.clone())));
+                    let ex = Arc::new(Exchange::new(route, gen, request));
+                    Direct::body_arrived(st, &mut c, &ex, &mut acts);
+                    Some(ex)
+                }
+            };
+            self.stage(slot, &mut c, &mut acts);
+            (exchange, std::mem::take(&mut c.objects.logs))
+        };
+        self.log_with(py, logs);
+        if let Some(ex) = exchange {
+            response::serve(py, &self.ctx, ex);
+            let logs = std::mem::take(&mut slot.lock().objects.logs);
+            self.log_with(py, logs);
+        }
+    }
+}

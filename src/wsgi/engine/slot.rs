@@ -1,0 +1,164 @@
+//! One connection of the thread engine: the connection core's state (`Conn`) in the
+//! engine's `World`, and who drives it. Its socket is edge-triggered in the poller, so an
+//! event for a connection another thread is driving only leaves a mark (`PENDING`), and
+//! that thread looks at the socket again before it lets the connection go: no event is
+//! lost, and no two threads ever drive one connection.
+
+use super::socket::{Addr, Stream};
+use crate::http::conn::{self, World};
+use crate::http::parse::Head;
+use crate::sync::lock_unpoisoned;
+use pyo3::prelude::*;
+use std::fs::File;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// The thread engine as the connection core sees it.
+pub struct Threads;
+
+impl World for Threads {
+    /// Body parts are copied into the output buffer: they are written with the GIL
+    /// released, when no Python object may be read.
+    type Bytes = Vec<u8>;
+    /// The request (`WsgiRequest`), for the access log.
+    type Log = Py<PyAny>;
+    type Objects = Link;
+    /// The app thread reads the body from the connection itself: no waiters.
+    type RequestObjects = ();
+    type Act = ();
+}
+
+pub type Conn = conn::Conn<Threads>;
+pub type Act = conn::Act<Threads>;
+
+/// An access-log line: (request, status, body size, seconds, refused before it began).
+pub type LogLine = (Option<Py<PyAny>>, u16, u64, f64, bool);
+
+/// What the engine keeps per connection besides the core's state.
+pub struct Link {
+    pub stream: Stream,
+    pub client: Option<Addr>,
+    pub server: Option<Addr>,
+    /// A request head, complete at the start of the read buffer and parsed, whose body has
+    /// arrived far enough for the app (`io::pump`).
+    pub head: Option<Head>,
+    /// Response bytes not written yet: `out[out_pos..]`.
+    pub out: Vec<u8>,
+    pub out_pos: usize,
+    /// A file to send after `out`: (file, offset, length, the request to tell when it is
+    /// out, if any).
+    pub file: Option<(File, u64, u64, Option<u64>)>,
+    /// Close once `out` is written.
+    pub close: bool,
+    /// The socket is watched for writing too (`out` is waiting for the client).
+    pub watch_out: bool,
+    /// Access-log lines to hand to the logger once the GIL is held.
+    pub logs: Vec<LogLine>,
+    /// The socket is closed and out of the poller.
+    pub closed: bool,
+    /// The last read found the socket empty: it is read again only after an event.
+    pub drained: bool,
+}
+
+impl Link {
+    pub fn new(stream: Stream) -> Link {
+        let (client, server) = stream.addresses();
+        Link {
+            stream,
+            client,
+            server,
+            head: None,
+            out: Vec::new(),
+            out_pos: 0,
+            file: None,
+            close: false,
+            watch_out: false,
+            logs: Vec::new(),
+            closed: false,
+            drained: false,
+        }
+    }
+
+    pub fn unwritten(&self) -> usize {
+        self.out.len() - self.out_pos
+    }
+}
+
+const IDLE: u8 = 0;
+const OWNED: u8 = 1;
+/// Owned, and an event came meanwhile.
+const PENDING: u8 = 2;
+
+pub struct Slot {
+    pub token: usize,
+    owner: AtomicU8,
+    conn: Mutex<Conn>,
+    /// Moves on whenever the connection's timer is armed or cancelled (see `timers`).
+    pub timer_seq: AtomicU64,
+}
+
+impl Slot {
+    pub fn new(token: usize, conn: Conn) -> Slot {
+        Slot { token, owner: AtomicU8::new(IDLE), conn: Mutex::new(conn), timer_seq: AtomicU64::new(0) }
+    }
+
+    /// The connection's state. Only its owner locks it, but for the rare reader that only
+    /// looks (a shutdown that finds it owned skips it).
+    pub fn lock(&self) -> MutexGuard<'_, Conn> {
+        lock_unpoisoned(&self.conn)
+    }
+
+    /// Take the connection to drive it; false if another thread drives it (it is told to
+    /// look again before letting it go).
+    pub fn own(&self) -> bool {
+        loop {
+            match self.owner.compare_exchange(IDLE, OWNED, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(OWNED) => {
+                    if self.owner.compare_exchange(OWNED, PENDING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                        return false;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Take the connection only if nobody drives it, leaving no mark.
+    pub fn try_own(&self) -> bool {
+        self.owner.compare_exchange(IDLE, OWNED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Let the connection go; false if an event came meanwhile: the caller still owns it
+    /// and looks again.
+    pub fn release(&self) -> bool {
+        if self.owner.compare_exchange(OWNED, IDLE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            return true;
+        }
+        self.owner.store(OWNED, Ordering::Release);
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot() -> Slot {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
+        let stream = Stream::Unix(mio::net::UnixStream::from_std(a));
+        Slot::new(7, Conn::new(Link::new(stream)))
+    }
+
+    #[test]
+    fn an_event_while_owned_is_not_lost() {
+        let s = slot();
+        assert!(s.own());
+        assert!(!s.own(), "a second thread does not drive it");
+        assert!(!s.release(), "the owner looks again");
+        assert!(s.release());
+        assert!(s.try_own());
+        assert!(!s.try_own());
+        assert!(s.release());
+    }
+}
