@@ -255,7 +255,7 @@ class Server:
                             dup.listen(config.backlog)
                     self._engine = _native.WsgiEngine(app, state, self.sockets,
                                                       environ=environ_template(config, self.multiprocess),
-                                                      threads=config.threads, logger=logger)
+                                                      threads=config.threads, logger=logger, board=self.board)
             except OSError as exc:
                 logger.error("%s", exc)
                 self.exit_code = 1

@@ -11,6 +11,7 @@
 //! It serves plain TCP and Unix sockets; TLS and PROXY headers stay on the loop's path
 //! (the server picks it for them), since both need Python objects per connection.
 
+mod gate;
 mod io;
 mod poller;
 mod runner;
@@ -29,7 +30,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use runner::Baton;
 use slot::{LogLine, Slot};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -42,6 +43,22 @@ const FIRST_REQUEST_GRACE: f64 = 1.0;
 enum Listener {
     Tcp(mio::net::TcpListener),
     Unix(mio::net::UnixListener),
+}
+
+/// The listening sockets, and whether the poller watches them (not while the connection
+/// board says this worker has more than its share).
+struct Listeners {
+    held: Vec<Option<Listener>>,
+    watching: bool,
+}
+
+impl Listener {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Listener::Tcp(l) => l,
+            Listener::Unix(l) => l,
+        }
+    }
 }
 
 /// The connections, by token.
@@ -59,7 +76,9 @@ pub struct Engine {
     poll: Mutex<mio::Poll>,
     registry: mio::Registry,
     waker: mio::Waker,
-    listeners: Mutex<Vec<Option<Listener>>>,
+    listeners: Mutex<Listeners>,
+    /// The supervisor's connection board, with workers.
+    gate: Mutex<Option<gate::Gate>>,
     table: Mutex<Table>,
     timers: Mutex<Timers>,
     baton: Mutex<Baton>,
@@ -154,9 +173,10 @@ impl Engine {
     }
 }
 
-/// `WsgiEngine(app, state, listeners, *, environ, threads, logger)`: serves `app` on the
-/// listening sockets given (Python socket objects; the engine takes duplicates of their
-/// descriptors) with `threads` threads, under the settings of `state`.
+/// `WsgiEngine(app, state, listeners, *, environ, threads, logger, board=None)`: serves
+/// `app` on the listening sockets given (Python socket objects; the engine takes duplicates
+/// of their descriptors) with `threads` threads, under the settings of `state`; `board`:
+/// (descriptor, slot) of the supervisor's connection board, for a worker.
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct WsgiEngine {
     engine: Arc<Engine>,
@@ -187,7 +207,7 @@ fn listener(sock: &Bound<'_, PyAny>) -> PyResult<Listener> {
 #[pymethods]
 impl WsgiEngine {
     #[new]
-    #[pyo3(signature = (app, state, listeners, *, environ, threads, logger))]
+    #[pyo3(signature = (app, state, listeners, *, environ, threads, logger, board=None))]
     fn new(
         app: Py<PyAny>,
         state: Py<HttpServerState>,
@@ -195,6 +215,7 @@ impl WsgiEngine {
         environ: Bound<'_, PyDict>,
         threads: usize,
         logger: Py<PyAny>,
+        board: Option<(RawFd, usize)>,
     ) -> PyResult<Self> {
         let poll = mio::Poll::new().map_err(os_error)?;
         let registry = poll.registry().try_clone().map_err(os_error)?;
@@ -203,13 +224,13 @@ impl WsgiEngine {
         for (i, sock) in listeners.iter().enumerate() {
             let mut l = listener(sock)?;
             let token = mio::Token(poller::FIRST_LISTENER + i);
-            let source: &mut dyn mio::event::Source = match &mut l {
-                Listener::Tcp(l) => l,
-                Listener::Unix(l) => l,
-            };
-            registry.register(source, token, mio::Interest::READABLE).map_err(os_error)?;
+            registry.register(l.source(), token, mio::Interest::READABLE).map_err(os_error)?;
             held.push(Some(l));
         }
+        let gate = match board {
+            Some((fd, slot)) => Some(gate::Gate::attach(fd, slot).map_err(os_error)?),
+            None => None,
+        };
         let threads = threads.max(1);
         let engine = Arc::new(Engine {
             state,
@@ -218,7 +239,8 @@ impl WsgiEngine {
             poll: Mutex::new(poll),
             registry,
             waker,
-            listeners: Mutex::new(held),
+            listeners: Mutex::new(Listeners { held, watching: true }),
+            gate: Mutex::new(gate),
             table: Mutex::new(Table::default()),
             timers: Mutex::new(Timers::default()),
             baton: Mutex::new(Baton::default()),
@@ -249,13 +271,12 @@ impl WsgiEngine {
     /// close; the server closes its own).
     fn close_listeners(&self) {
         let mut listeners = lock_unpoisoned(&self.engine.listeners);
-        for l in listeners.iter_mut() {
+        let watching = std::mem::replace(&mut listeners.watching, false);
+        for l in listeners.held.iter_mut() {
             if let Some(mut l) = l.take() {
-                let source: &mut dyn mio::event::Source = match &mut l {
-                    Listener::Tcp(l) => l,
-                    Listener::Unix(l) => l,
-                };
-                let _ = self.engine.registry.deregister(source);
+                if watching {
+                    let _ = self.engine.registry.deregister(l.source());
+                }
             }
         }
     }

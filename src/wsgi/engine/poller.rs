@@ -17,7 +17,9 @@ use std::time::Duration;
 
 /// Wakes the poller: an earlier deadline, a request queued from outside, the stop.
 pub const WAKER: Token = Token(0);
-pub const FIRST_LISTENER: usize = 1;
+/// The timer's token for watching the listeners again after the board's pause.
+const LISTEN_AGAIN: usize = 1;
+pub const FIRST_LISTENER: usize = 2;
 /// Connections' tokens start here; listeners' are below.
 pub const FIRST_CONNECTION: usize = 1 << 16;
 
@@ -85,12 +87,46 @@ impl Engine {
         jobs
     }
 
-    /// Take every connection waiting on listener `i`.
+    /// Whether the board lets this worker take a connection now; if not, the listeners
+    /// are not watched until its pause is over.
+    fn may_accept(&self) -> bool {
+        let pause = match lock_unpoisoned(&self.gate).as_mut() {
+            Some(gate) => gate.pause(self.open.load(Ordering::Relaxed), std::time::Instant::now()),
+            None => None,
+        };
+        let Some(pause) = pause else { return true };
+        self.watch_listeners(false);
+        self.timers().arm(LISTEN_AGAIN, 0, pause);
+        false
+    }
+
+    /// Watch the listeners (again), or stop.
+    fn watch_listeners(&self, on: bool) {
+        let mut listeners = lock_unpoisoned(&self.listeners);
+        if listeners.watching == on {
+            return;
+        }
+        listeners.watching = on;
+        for (i, l) in listeners.held.iter_mut().enumerate() {
+            let Some(l) = l else { continue };
+            // Registered again, a listener with connections waiting reports them at once.
+            let _ = if on {
+                self.registry.register(l.source(), Token(FIRST_LISTENER + i), Interest::READABLE)
+            } else {
+                self.registry.deregister(l.source())
+            };
+        }
+    }
+
+    /// Take every connection waiting on listener `i` (while the board allows).
     fn accept(&self, i: usize, jobs: &mut Vec<Arc<Slot>>) {
         loop {
+            if !self.may_accept() {
+                return;
+            }
             let accepted = {
                 let listeners = lock_unpoisoned(&self.listeners);
-                match listeners.get(i) {
+                match listeners.held.get(i) {
                     Some(Some(Listener::Tcp(l))) => l.accept().map(|(s, _)| Stream::Tcp(s)),
                     Some(Some(Listener::Unix(l))) => l.accept().map(|(s, _)| Stream::Unix(s)),
                     _ => return,
@@ -151,6 +187,10 @@ impl Engine {
     fn fire_timers(&self, jobs: &mut Vec<Arc<Slot>>) {
         let due = self.timers().due();
         for (token, seq) in due {
+            if token == LISTEN_AGAIN {
+                self.watch_listeners(true);
+                continue;
+            }
             let Some(slot) = self.slot(token) else { continue };
             if slot.timer_seq.load(Ordering::Relaxed) != seq {
                 continue;

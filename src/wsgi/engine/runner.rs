@@ -28,6 +28,9 @@ pub struct Baton {
     runners: usize,
     /// A thread waits for the GIL to serve the queue.
     waiter: bool,
+    /// Connections whose request was served, their answer still to write (by whichever
+    /// runner lets the GIL go next).
+    finished: Vec<Arc<Slot>>,
 }
 
 /// An address as the environ has it: (host, port), or (path, None) for a Unix socket.
@@ -92,24 +95,44 @@ impl Engine {
     }
 
     /// As a runner: serve every queued request with the GIL, then write the answers and
-    /// read on without it; until the queue is empty.
+    /// read on without it; until the queue is empty. Answers are written before the last
+    /// queued request too, and by a runner that has just got the GIL: that one got it
+    /// because another's app blocked, and the answers that app's thread left must not wait
+    /// for it.
     fn run_batches(self: &Arc<Self>, py: Python<'_>) {
+        self.write_finished(py);
         loop {
-            let mut served = Vec::new();
             loop {
-                let job = lock_unpoisoned(&self.baton).queue.pop_front();
+                let (job, last, answers) = {
+                    let mut b = lock_unpoisoned(&self.baton);
+                    let job = b.queue.pop_front();
+                    (job, b.queue.is_empty(), !b.finished.is_empty())
+                };
                 let Some(slot) = job else { break };
+                if last && answers {
+                    self.write_finished(py);
+                }
                 self.serve(py, &slot);
-                served.push(slot);
+                lock_unpoisoned(&self.baton).finished.push(slot);
             }
-            let more: Vec<Arc<Slot>> = py.detach(|| served.into_iter().filter_map(|s| self.settle(s, false)).collect());
+            self.write_finished(py);
             let mut b = lock_unpoisoned(&self.baton);
-            b.queue.extend(more);
             if b.queue.is_empty() || self.stop.load(Ordering::Relaxed) {
                 b.runners -= 1;
                 return;
             }
         }
+    }
+
+    /// Without the GIL: write the served requests' answers and read on; requests that are
+    /// ready next join the queue.
+    fn write_finished(self: &Arc<Self>, py: Python<'_>) {
+        let finished = std::mem::take(&mut lock_unpoisoned(&self.baton).finished);
+        if finished.is_empty() {
+            return;
+        }
+        let more: Vec<Arc<Slot>> = py.detach(|| finished.into_iter().filter_map(|s| self.settle(s, false)).collect());
+        lock_unpoisoned(&self.baton).queue.extend(more);
     }
 
     /// With the GIL: begin the ready request of `slot` and run its app to the end.
