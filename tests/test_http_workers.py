@@ -127,10 +127,14 @@ def pid_kept_alive(s):
         data += chunk
 
 
-def test_workers_share_a_burst_of_connections_evenly():
+@pytest.mark.parametrize("how", [(), ("--interface", "wsgi", "--wsgi-engine", "threads")],
+                         ids=["loop", "wsgi-thread-engine"])
+def test_workers_share_a_burst_of_connections_evenly(how):
     """40 keep-alive connections opened at once: each worker holds about half (without the
-    connection board, the first worker awake took 2-4 times the other's share)."""
-    with Served("--port", "0", "--workers", "2", "--no-access-log") as srv:
+    connection board, the first worker awake took 2-4 times the other's share), on the
+    loop and on the WSGI thread engine (its own accept, the same board)."""
+    app = "apps.wsgi_app:app" if how else "workerapp:app"
+    with Served("--port", "0", "--workers", "2", "--no-access-log", *how, app=app) as srv:
         pids = srv.wait_workers(2)
         port = srv.port()
         conns = [socket_to(port) for _ in range(40)]

@@ -27,6 +27,7 @@ EXAMPLES = {
     "factory": (["--factory"], True),
     "interface": (["--interface", "wsgi"], "wsgi"),
     "threads": (["--threads", "3"], 3),
+    "wsgi_engine": (["--wsgi-engine", "threads"], "threads"),
     "env_file": (["--env-file", "app.env"], "app.env"),
     "pid_file": (["--pid-file", "/run/app.pid"], "/run/app.pid"),
     "app_dir": (["--app-dir", "src"], "src"),

@@ -3,7 +3,8 @@ it passes as the loop's path does (`make test` runs those on both): a client tha
 body slowly, or reads its answer slowly, holds a connection but no thread; pipelined
 requests are answered in order; a streamed answer waits for a client that does not read
 (memory stays bounded); a client that resets mid-answer leaves the server serving; many
-connections at once are each answered right; and TLS falls back to the loop's path.
+connections at once are each answered right; and TLS falls back to the loop's path. (Its
+workers share connections by the board: tests/test_http_workers.py.)
 
 Each test has one or two engine threads, so that a request holding a thread would show."""
 
@@ -212,3 +213,4 @@ def test_keep_alive_timeout_closes_an_idle_connection(loop, threads):
             writer.close()
 
     run(loop, main())
+

@@ -282,7 +282,7 @@ class Server:
             else:
                 await self._shutdown_connections()
             if wsgi and interface is not None:
-                self._stop_wsgi_threads(interface)
+                self._stop_wsgi_threads(interface.close)
             await lifespan.shutdown()
             if rsgi_hooks is not None:
                 self.after_loop(rsgi_hooks)
@@ -346,10 +346,10 @@ class Server:
         )
 
     @staticmethod
-    def _stop_wsgi_threads(interface):
+    def _stop_wsgi_threads(stop):
         # The graceful timeout has passed (or every request ended): a thread still in the
-        # app is stuck there. It is left behind, and said.
-        stuck = interface.close(_CANCELLED_APP_GRACE)
+        # app is stuck there. It is left behind, and said. `stop(timeout)`: the number.
+        stuck = stop(_CANCELLED_APP_GRACE)
         if stuck:
             logger.warning("%d WSGI request(s) still running in the app at shutdown: their threads are left behind",
                            stuck)
@@ -454,13 +454,7 @@ class Server:
                 await self._reap_cancelled(tasks)
                 break
             await asyncio.sleep(0.02)
-        for server in self._servers:
-            await server.wait_closed()
-        if self._bound_uds:
-            try:
-                os.unlink(self._bound_uds)
-            except OSError:
-                pass
+        await self._close_servers()
 
     async def _shutdown_engine(self):
         """`_shutdown_connections` for the WSGI thread engine: its listeners close, its
@@ -484,10 +478,10 @@ class Server:
                 engine.abort()
                 break
             await asyncio.sleep(0.02)
-        stuck = engine.stop(_CANCELLED_APP_GRACE)
-        if stuck:
-            logger.warning("%d WSGI request(s) still running in the app at shutdown: their threads are left behind",
-                           stuck)
+        self._stop_wsgi_threads(engine.stop)
+        await self._close_servers()
+
+    async def _close_servers(self):
         for server in self._servers:
             await server.wait_closed()
         if self._bound_uds:
