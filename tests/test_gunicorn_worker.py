@@ -18,10 +18,14 @@ from netutil import tls_files  # noqa: F401 (fixture)
 ASGI, WSGI = "apps.env_app:app", "apps.wsgi_app:app"
 
 
-def gunicorn(app, *args):
-    cmd = [sys.executable, "-m", "gunicorn", "-k", "swordfish.gunicorn.Worker", "--chdir", TESTS,
+def gunicorn(app, *args, worker="swordfish.gunicorn.Worker"):
+    cmd = [sys.executable, "-m", "gunicorn", "-k", worker, "--chdir", TESTS,
            "--bind", "127.0.0.1:0", "--graceful-timeout", "10", *args, app]
     return ServeProcess(cmd=cmd)
+
+
+# The WSGI app on gunicorn's workers of both kinds: on the loop, and on the thread engine.
+WSGI_WORKERS = pytest.mark.parametrize("worker", ["swordfish.gunicorn.Worker", "swordfish.gunicorn.ThreadWorker"])
 
 
 def port_of(srv):
@@ -36,9 +40,10 @@ def until(condition, what):
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("app", [ASGI, WSGI])
-def test_serves_asgi_and_wsgi_apps_on_every_worker(app):
-    srv = gunicorn(app, "--workers", "2")
+@pytest.mark.parametrize("app, worker", [(ASGI, "swordfish.gunicorn.Worker"), (WSGI, "swordfish.gunicorn.Worker"),
+                                         (WSGI, "swordfish.gunicorn.ThreadWorker")])
+def test_serves_asgi_and_wsgi_apps_on_every_worker(app, worker):
+    srv = gunicorn(app, "--workers", "2", worker=worker)
     try:
         port = port_of(srv)
         srv.wait_line(r"swordfish worker serving", count=2)
@@ -61,8 +66,9 @@ def test_access_log_in_gunicorns_format():
         srv.stop()
 
 
-def test_sigterm_lets_a_request_in_flight_finish():
-    srv = gunicorn(WSGI)
+@WSGI_WORKERS
+def test_sigterm_lets_a_request_in_flight_finish(worker):
+    srv = gunicorn(WSGI, worker=worker)
     try:
         port = port_of(srv)
         srv.wait_line(r"swordfish worker serving")
@@ -86,8 +92,9 @@ def test_hup_replaces_the_workers():
         assert srv.stop() == 0, srv.log()
 
 
-def test_max_requests_recycles_the_worker():
-    srv = gunicorn(ASGI, "--workers", "1", "--max-requests", "3")
+@pytest.mark.parametrize("app, worker", [(ASGI, "swordfish.gunicorn.Worker"), (WSGI, "swordfish.gunicorn.ThreadWorker")])
+def test_max_requests_recycles_the_worker(app, worker):
+    srv = gunicorn(app, "--workers", "1", "--max-requests", "3", worker=worker)
     try:
         port = port_of(srv)
         seen = set()
