@@ -34,7 +34,12 @@ impl Engine {
         crate::wsgi::idle_watch::exact_timers();
         // The thread's Python state is made once: each `Python::attach` after only takes
         // the GIL.
-        Python::attach(|py| py.detach(|| self.follow_and_lead()));
+        let run = std::panic::AssertUnwindSafe(|| Python::attach(|py| py.detach(|| self.follow_and_lead())));
+        if std::panic::catch_unwind(run).is_err() {
+            // A bug: this thread is gone (its connection with it, if it held one); the
+            // others serve on, and the count below lets the server's stop finish.
+            eprintln!("swordfish: a WSGI engine thread panicked and stopped");
+        }
         let mut alive = lock_unpoisoned(&self.alive);
         *alive -= 1;
         self.exited.notify_all();
@@ -76,7 +81,9 @@ impl Engine {
                 continue;
             }
             if token < FIRST_CONNECTION {
-                self.accept(token - FIRST_LISTENER, &mut jobs);
+                if let Some(i) = token.checked_sub(FIRST_LISTENER) {
+                    self.accept(i, &mut jobs);
+                }
             } else if let Some(slot) = self.slot(token) {
                 if slot.own() {
                     jobs.extend(self.settle(slot, true));
