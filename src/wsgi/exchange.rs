@@ -128,13 +128,10 @@ impl Exchange {
     }
 
     /// Whether a `wsgi.file_wrapper` file can be sent by `sendfile` (`Post::File`).
-    pub fn sends_files(&self, py: Python<'_>) -> bool {
+    pub fn sends_files(&self) -> bool {
         match &self.route {
             Route::Loop { bridge, .. } => bridge.get().sendfile.is_some(),
-            Route::Direct(_) => {
-                let _ = py;
-                true
-            }
+            Route::Direct(_) => true,
         }
     }
 

@@ -31,7 +31,7 @@ fn run(py: Python<'_>, ctx: &AppContext, ex: &Arc<Exchange>) -> PyResult<()> {
     let environ = environ::build(py, ctx, ex.request.get(), input.into_any())?;
     let responder = Bound::new(py, StartResponse::new(ex.clone()))?;
     let result = ctx.app.bind(py).call1((environ, &responder))?;
-    let sendfile = ex.sends_files(py);
+    let sendfile = ex.sends_files();
     let sent = send_result(py, responder.get(), &result, sendfile);
     // PEP 3333: close() is called whatever happened, after the iteration.
     let closed = match result.getattr_opt(intern!(py, "close")) {
