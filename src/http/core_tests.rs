@@ -241,3 +241,27 @@ fn the_timer_closes_an_idle_connection_at_its_deadline() {
     let (_, close) = wire(&acts);
     assert!(close && c.closing());
 }
+
+#[test]
+fn a_body_that_reaches_its_length_is_known_complete_before_its_end() {
+    let st = settings();
+    let mut c: Conn<Plain> = Conn::new(());
+    c.rbuf.extend_from_slice(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut acts = Vec::new();
+    let gen = begin(&mut c, &st, &mut acts);
+    let object = || b"hello".to_vec();
+    c.take_part(&st, gen, Part::Head { head: head(200, &[("content-length", "10")]), trailers: false }, &mut acts)
+        .expect("head");
+    // A streamed part (more may come): the length is not reached yet, then it is.
+    c.take_part(&st, gen, Part::Body { data: b"hello", object: &object, more: true }, &mut acts).expect("part");
+    assert!(!c.length_reached(gen));
+    c.take_part(&st, gen, Part::Body { data: b"hello", object: &object, more: true }, &mut acts).expect("part");
+    assert!(c.length_reached(gen));
+    // Without a length, a streamed body is never known complete.
+    let mut c: Conn<Plain> = Conn::new(());
+    c.rbuf.extend_from_slice(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let gen = begin(&mut c, &st, &mut acts);
+    c.take_part(&st, gen, Part::Head { head: head(200, &[]), trailers: false }, &mut acts).expect("head");
+    c.take_part(&st, gen, Part::Body { data: b"hello", object: &object, more: true }, &mut acts).expect("part");
+    assert!(!c.length_reached(gen));
+}

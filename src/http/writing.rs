@@ -188,6 +188,12 @@ impl<W: World> Conn<W> {
         Ok((file, read_on))
     }
 
+    /// Whether request `gen`'s body has had every byte its `Content-Length` announced, so
+    /// that nothing the application may still send is more than the end of it.
+    pub fn length_reached(&mut self, gen: u64) -> bool {
+        matches!(self.current(gen).map(|r| &r.writing), Some(Writing::Body { encoder: Encoder::Length(0), .. }))
+    }
+
     /// The last byte of the response is queued: log it, and ready the connection for what
     /// follows. Whether it reads on (the caller then goes on with the read buffer).
     pub fn end_response(&mut self, st: &Settings, acts: &mut Vec<Act<W>>) -> bool {

@@ -10,6 +10,7 @@
 
 pub mod app;
 pub mod bridge;
+pub mod cpu_share;
 pub mod engine;
 pub mod environ;
 pub mod exchange;

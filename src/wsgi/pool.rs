@@ -19,6 +19,7 @@
 //! lets the GIL go (`LoopCore::unpark_on_release`), not while the loop holds it.
 
 use super::bridge::{deliver, finished, BodyWaiter, WsgiBridge};
+use super::cpu_share::CpuShare;
 use super::environ::KeyCache;
 use super::exchange::Exchange;
 use super::idle_watch;
@@ -49,23 +50,6 @@ const TURN: Duration = Duration::from_micros(300);
 /// Requests shorter than this on average are served back to back however long the run:
 /// handing over between them costs more than it gives.
 const SHORT: Duration = Duration::from_micros(25);
-/// The share of one CPU from which app threads run in the batch scheduling class.
-const LOADED: f64 = 0.5;
-/// The span of time over which that share is averaged: bursts at low load (users in step)
-/// do not count as load.
-const LOAD_SPAN: Duration = Duration::from_millis(100);
-/// The least time over which that share is measured.
-const CPU_WINDOW: Duration = Duration::from_millis(5);
-
-/// CPU time of the whole process (all its threads).
-fn process_cpu_time() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0))
-}
 
 /// What every app thread needs to serve a request.
 pub struct AppContext {
@@ -132,12 +116,8 @@ pub(super) struct PoolState {
     serving: usize,
     /// Threads started and not ended.
     running: usize,
-    /// (when, process CPU time then) of the last look at how busy the process is.
-    cpu_mark: Option<(Instant, Duration)>,
-    /// The share of a CPU the process used over the last window.
-    cpu_used: f64,
-    /// That share averaged over about the last `LOAD_SPAN`.
-    cpu_load: f64,
+    /// How busy the process is.
+    cpu: CpuShare,
     pub(super) stopping: bool,
     handles: Vec<JoinHandle<()>>,
     /// The idle watcher was started (or could not be).
@@ -147,29 +127,10 @@ pub(super) struct PoolState {
 }
 
 impl PoolState {
-    /// Whether the process keeps a CPU busy: measured over at least `CPU_WINDOW` since the
-    /// last look (looked at when a request ends, or waits while a thread serves).
+    /// Whether the process keeps a CPU busy (looked at when a request ends, or waits while
+    /// a thread serves).
     pub(super) fn cpu_busy(&mut self) -> bool {
-        self.cpu_use() >= BUSY
-    }
-
-    /// The share of a CPU the process used over the last window.
-    fn cpu_use(&mut self) -> f64 {
-        let now = Instant::now();
-        match self.cpu_mark {
-            Some((at, _)) if now.duration_since(at) < CPU_WINDOW => {}
-            Some((at, before)) => {
-                let cpu = process_cpu_time();
-                let window = now.duration_since(at).as_secs_f64();
-                self.cpu_used = cpu.saturating_sub(before).as_secs_f64() / window;
-                // A long window (the server was idle) counts for as much as its length.
-                let weight = 1.0 - (-window / LOAD_SPAN.as_secs_f64()).exp();
-                self.cpu_load += (self.cpu_used - self.cpu_load) * weight;
-                self.cpu_mark = Some((now, cpu));
-            }
-            None => self.cpu_mark = Some((now, process_cpu_time())),
-        }
-        self.cpu_used
+        self.cpu.used() >= BUSY
     }
 
     /// Requests are queued that no thread is on its way to take.
@@ -345,8 +306,7 @@ impl Pool {
                     }
                     let next = st.take();
                     let shared = st.serving > 1;
-                    st.cpu_use();
-                    let loaded = st.cpu_load >= LOADED;
+                    let loaded = st.cpu.loaded();
                     // Requests left waiting behind this one may need another thread.
                     if next.is_some() {
                         self.more_hands(st, Waker::AppThread);

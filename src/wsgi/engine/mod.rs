@@ -34,6 +34,7 @@ use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 use timers::Timers;
 
 /// Seconds a connection that has not sent its first request yet gets on graceful shutdown
@@ -88,6 +89,9 @@ pub struct Engine {
     exited: Condvar,
     /// The server stops: threads leave as soon as they can.
     stop: AtomicBool,
+    /// The interpreter's switch interval: how long a thread waits for the GIL before it
+    /// asks the holder to let it go.
+    switch_interval: Duration,
     open: AtomicUsize,
 }
 
@@ -232,6 +236,7 @@ impl WsgiEngine {
             None => None,
         };
         let threads = threads.max(1);
+        let interval: f64 = environ.py().import("sys")?.call_method0("getswitchinterval")?.extract()?;
         let engine = Arc::new(Engine {
             state,
             ctx: AppContext::new(app, environ)?,
@@ -248,6 +253,7 @@ impl WsgiEngine {
             alive: Mutex::new(threads),
             exited: Condvar::new(),
             stop: AtomicBool::new(false),
+            switch_interval: Duration::try_from_secs_f64(interval).unwrap_or(Duration::from_millis(5)),
             open: AtomicUsize::new(0),
         });
         let mut handles = Vec::with_capacity(threads);

@@ -9,6 +9,7 @@ use super::{Engine, Listener, FIRST_REQUEST_GRACE};
 use crate::clock::coarse_resolution;
 use crate::http::conn::TimerKind;
 use crate::sync::lock_unpoisoned;
+use crate::wsgi::idle_watch::Class;
 use mio::{Events, Interest, Token};
 use pyo3::prelude::*;
 use std::sync::atomic::Ordering;
@@ -32,9 +33,10 @@ impl Engine {
     pub fn work(self: Arc<Self>) {
         // An app's timed waits (a sleep, a lock's timeout) end at their deadline.
         crate::wsgi::idle_watch::exact_timers();
+        let mut class = Class::normal();
         // The thread's Python state is made once: each `Python::attach` after only takes
         // the GIL.
-        let run = std::panic::AssertUnwindSafe(|| Python::attach(|py| py.detach(|| self.follow_and_lead())));
+        let run = std::panic::AssertUnwindSafe(|| Python::attach(|py| py.detach(|| self.follow_and_lead(&mut class))));
         if std::panic::catch_unwind(run).is_err() {
             // A bug: this thread is gone (its connection with it, if it held one); the
             // others serve on, and the count below lets the server's stop finish.
@@ -45,7 +47,7 @@ impl Engine {
         self.exited.notify_all();
     }
 
-    fn follow_and_lead(self: &Arc<Self>) {
+    fn follow_and_lead(self: &Arc<Self>, class: &mut Class) {
         let mut events = Events::with_capacity(EVENTS);
         while !self.stop.load(Ordering::Relaxed) {
             {
@@ -64,7 +66,7 @@ impl Engine {
                     jobs = self.poll_once(&mut poll, &mut events);
                 }
             }
-            self.run_queue();
+            self.run_queue(class);
         }
     }
 

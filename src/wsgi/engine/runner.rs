@@ -4,7 +4,12 @@
 //! meanwhile: it gets it when the runner's app blocks (a database call, a sleep) or at the
 //! interpreter's switch interval, and serves what is queued then. So a CPU-bound app runs
 //! on one thread at a time, without hand-offs, and a blocking one gets as many threads as
-//! it blocks, up to the pool's size.
+//! it blocks, up to the pool's size. A runner that has to wait a whole switch interval to
+//! get the GIL back stops serving (when other runners serve on): the GIL has enough
+//! takers, and each more thread waiting for it wakes at every interval to ask for it.
+//! While the process keeps half a CPU busy, runners are in the batch scheduling class
+//! (`idle_watch::Class`): a thread back from a database call does not preempt the one
+//! that most likely holds the GIL it would wait for.
 
 use super::sink::Direct;
 use super::slot::Slot;
@@ -12,13 +17,16 @@ use super::socket::Addr;
 use super::Engine;
 use crate::http::parse::Reject;
 use crate::sync::lock_unpoisoned;
+use crate::wsgi::cpu_share::CpuShare;
 use crate::wsgi::exchange::{Exchange, Route};
+use crate::wsgi::idle_watch::Class;
 use crate::wsgi::request::WsgiRequest;
 use crate::wsgi::response;
 use pyo3::prelude::*;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(Default)]
 pub struct Baton {
@@ -31,6 +39,8 @@ pub struct Baton {
     /// Connections whose request was served, their answer still to write (by whichever
     /// runner lets the GIL go next).
     finished: Vec<Arc<Slot>>,
+    /// How busy the process is (for the runners' scheduling class).
+    cpu: CpuShare,
 }
 
 /// An address as the environ has it: (host, port), or (path, None) for a Unix socket.
@@ -59,11 +69,12 @@ impl Engine {
     }
 
     /// Having left the poller: run the queue, or wait for the GIL as the one waiter.
-    pub fn run_queue(self: &Arc<Self>) {
+    pub(super) fn run_queue(self: &Arc<Self>, class: &mut Class) {
         let mut b = lock_unpoisoned(&self.baton);
         if b.queue.is_empty() {
             return;
         }
+        class.follow(b.cpu.loaded());
         if b.runners == 0 {
             b.runners += 1;
             if b.queue.len() > 1 {
@@ -96,11 +107,16 @@ impl Engine {
 
     /// As a runner: serve every queued request with the GIL, then write the answers and
     /// read on without it; until the queue is empty. Answers are written before the last
-    /// queued request too, and by a runner that has just got the GIL: that one got it
-    /// because another's app blocked, and the answers that app's thread left must not wait
-    /// for it.
+    /// queued request too, after a request that held the thread a switch interval or more
+    /// (it blocked, and others had the GIL meanwhile), and by a runner that has just got the
+    /// GIL: that one got it because another's app blocked, and the answers that app's
+    /// thread left must not wait for it. A write after which the GIL took a whole switch
+    /// interval to come back ends the runner's turn, if another runner serves on.
     fn run_batches(self: &Arc<Self>, py: Python<'_>) {
-        self.write_finished(py);
+        let interval = self.switch_interval;
+        if self.write_finished(py) >= interval && self.retire() {
+            return;
+        }
         loop {
             loop {
                 let (job, last, answers) = {
@@ -112,10 +128,16 @@ impl Engine {
                 if last && answers {
                     self.write_finished(py);
                 }
+                let began = Instant::now();
                 self.serve(py, &slot);
                 lock_unpoisoned(&self.baton).finished.push(slot);
+                if began.elapsed() >= interval && self.write_finished(py) >= interval && self.retire() {
+                    return;
+                }
             }
-            self.write_finished(py);
+            if self.write_finished(py) >= interval && self.retire() {
+                return;
+            }
             let mut b = lock_unpoisoned(&self.baton);
             if b.queue.is_empty() || self.stop.load(Ordering::Relaxed) {
                 b.runners -= 1;
@@ -124,15 +146,35 @@ impl Engine {
         }
     }
 
+    /// End this runner's turn if another runner serves on; if requests wait and nobody
+    /// waits for the GIL to take them, the poller is woken to find a thread that will.
+    fn retire(&self) -> bool {
+        let mut b = lock_unpoisoned(&self.baton);
+        if b.runners < 2 {
+            return false;
+        }
+        b.runners -= 1;
+        if !b.queue.is_empty() && !b.waiter {
+            let _ = self.waker.wake();
+        }
+        true
+    }
+
     /// Without the GIL: write the served requests' answers and read on; requests that are
-    /// ready next join the queue.
-    fn write_finished(self: &Arc<Self>, py: Python<'_>) {
+    /// ready next join the queue. How long the GIL took to come back after.
+    fn write_finished(self: &Arc<Self>, py: Python<'_>) -> Duration {
         let finished = std::mem::take(&mut lock_unpoisoned(&self.baton).finished);
         if finished.is_empty() {
-            return;
+            return Duration::ZERO;
         }
-        let more: Vec<Arc<Slot>> = py.detach(|| finished.into_iter().filter_map(|s| self.settle(s, false)).collect());
+        let mut written = None;
+        let more: Vec<Arc<Slot>> = py.detach(|| {
+            let more = finished.into_iter().filter_map(|s| self.settle(s, false)).collect();
+            written = Some(Instant::now());
+            more
+        });
         lock_unpoisoned(&self.baton).queue.extend(more);
+        written.map_or(Duration::ZERO, |at| at.elapsed())
     }
 
     /// With the GIL: begin the ready request of `slot` and run its app to the end.

@@ -114,7 +114,9 @@ impl Direct {
         }
         self.engine.stage(&self.slot, &mut c, &mut acts);
         // A streamed part leaves now (the app waits while the client does not read); the
-        // last one leaves once the app has returned.
+        // last one leaves once the app has returned, and so does one that completes the
+        // announced length (an app that gives its body as an iterator of one part).
+        let streaming = streaming && !c.length_reached(ex.gen);
         if streaming && !c.lost() && !self.write_now(py, &mut c) {
             ex.update(|s| s.gone = true);
         }
