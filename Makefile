@@ -44,14 +44,14 @@ PY_LIBDIR := $(shell $(PY_EXE) -c 'import sysconfig; print(sysconfig.get_config_
 cargo-test: venv
 	LD_LIBRARY_PATH=$(PY_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} CARGO_TARGET_DIR=target/cargo-test cargo test --release --quiet
 
-# The WSGI tests run twice: on the loop's WSGI path, then on the thread engine
-# (--wsgi-engine threads; tests/wsgiutil.py).
+# The WSGI tests run twice: on the thread engine, then on the loop's WSGI path
+# (--wsgi-engine loop; tests/wsgiutil.py).
 WSGI_TESTS = tests/test_wsgi_environ.py tests/test_wsgi_input.py tests/test_wsgi_lifecycle.py \
 	tests/test_wsgi_response.py
 
 pytest: build
 	$(VPY) -m pytest -q
-	SWORDFISH_TEST_WSGI_ENGINE=threads $(VPY) -m pytest -q $(WSGI_TESTS)
+	SWORDFISH_TEST_WSGI_ENGINE=loop $(VPY) -m pytest -q $(WSGI_TESTS)
 
 # System packages the tests use (Debian's chromium for the browser test), installed on a
 # machine that lacks them.

@@ -312,6 +312,38 @@ def test_worker_cpu_affinity_on_confines_a_single_process():
         assert srv.stop() == 0, srv.log()
 
 
+@pinning
+@pytest.mark.skipif(not 2 <= len(ALLOWED) <= 8, reason="as many workers as CPUs: 2 to 8 CPUs")
+def test_auto_engine_takes_back_the_cpus_auto_affinity_confined_a_wsgi_worker_to():
+    # The defaults (--wsgi-engine auto, --worker-cpu-affinity auto): the supervisor, which
+    # does not import the app, pins each of as many workers as CPUs; each worker, finding
+    # a WSGI app, takes back every CPU and serves it on the thread engine.
+    workers = len(ALLOWED)
+    with ServeProcess("--port", "0", "--interface", "wsgi", "--workers", str(workers), "--no-access-log",
+                      app=APP) as srv:
+        cpu_of, _ = started_on(srv, workers)
+        assert sorted(cpu_of.values()) == ALLOWED, srv.log()
+        srv.wait_line(r"WSGI served by the thread engine", count=workers)
+        srv.wait_line(r"serving on .*\(pid \d+\)", count=workers)
+        assert "WSGI served by the loop" not in srv.log()
+        assert app_thread_cpus(srv.port(), set(cpu_of)) == {pid: ALLOWED for pid in cpu_of}
+        for pid in cpu_of:
+            assert all(cpus == ALLOWED for cpus in thread_cpus(pid).values()), (pid, thread_cpus(pid))
+        assert srv.stop() == 0, srv.log()
+
+
+@pinning
+def test_auto_engine_on_one_cpu_is_the_loop():
+    run = ("import os, runpy, sys; os.sched_setaffinity(0, {%d}); sys.argv[0] = 'swordfish'; "
+           "runpy.run_module('swordfish', run_name='__main__')" % ALLOWED[0])
+    cmd = [sys.executable, "-c", run, "serve", APP, "--app-dir", TESTS, "--port", "0", "--interface", "wsgi"]
+    with ServeProcess(cmd=cmd) as srv:
+        srv.wait_line(r"WSGI served by the loop")
+        assert answering(srv.port()) == srv.proc.pid
+        assert http(srv.port(), "/echo", "POST", b"one cpu") == (200, b"one cpu")
+        assert srv.stop() == 0, srv.log()
+
+
 def test_unix_socket(tmp_path):
     path = str(tmp_path / "wsgi.sock")
     with Cli("--uds", path, "--interface", "wsgi") as srv:

@@ -26,9 +26,10 @@ def run(loop, coro, timeout=30):
     return loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
 
-# The WSGI tests run with each engine (`--wsgi-engine`): the loop's by default, the thread
-# engine with SWORDFISH_TEST_WSGI_ENGINE=threads (`make test` runs both).
-WSGI_ENGINE = os.environ.get("SWORDFISH_TEST_WSGI_ENGINE", "loop")
+# The WSGI tests run with each engine (`--wsgi-engine`): the thread engine by default (what
+# `auto` serves with more than one CPU), the loop's with SWORDFISH_TEST_WSGI_ENGINE=loop
+# (`make test` runs both).
+WSGI_ENGINE = os.environ.get("SWORDFISH_TEST_WSGI_ENGINE", "threads")
 
 
 def wsgi_serving(app, threads=4, **options):

@@ -12,10 +12,13 @@ their p95 from 7-16 ms to 1.4-6.4 ms (docs/design.md, "One CPU per worker").
 `--workers $(nproc)`, nginx's `worker_cpu_affinity auto`): every CPU then gets one worker,
 as the kernel would spread them anyway. With fewer workers than CPUs, fixed CPUs would put
 every instance of the server on a host on the same first CPUs; that stays the kernel's
-choice unless `on` is asked for. Nor does `auto` pin the WSGI thread engine's workers
-(`--wsgi-engine threads`): they hand nothing across, and their threads poll and run in
-turn, which on one CPU would each time wait for the other; two such workers on two shared
-CPUs served 50.6k hello requests a second pinned and 100.7k unpinned (docs/design.md)."""
+choice unless `on` is asked for. Nor does `auto` leave the WSGI thread engine's workers
+pinned: they hand nothing across, and their threads poll and run in turn, which on one CPU
+would each time wait for the other; two such workers on two shared CPUs served 50.6k hello
+requests a second pinned and 100.7k unpinned (docs/design.md). With `--wsgi-engine
+threads` they are not pinned; with `auto` the supervisor cannot tell (it does not import
+the app), so a worker whose app turns out to be WSGI takes back the supervisor's CPUs
+(`unpin_to_parent`)."""
 
 import os
 
@@ -24,7 +27,7 @@ def can_pin():
     return hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
 
 
-def worker_cpus(mode, workers, wsgi_engine="loop"):
+def worker_cpus(mode, workers, wsgi_engine="auto"):
     """The CPU of each worker slot (a list, indexed by slot modulo its length), or None
     when the workers are left where the kernel puts them. ValueError for `on` where a
     process cannot be confined to a CPU."""
@@ -41,14 +44,39 @@ def worker_cpus(mode, workers, wsgi_engine="loop"):
     return None
 
 
+def allowed_cpus():
+    """How many CPUs this process may run on."""
+    if can_pin():
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def unpin_to_parent():
+    """A worker that the supervisor confined to fewer CPUs than it may use itself takes
+    them all back (every thread of this process)."""
+    if not can_pin():
+        return
+    try:
+        parent = os.sched_getaffinity(os.getppid())
+        if not os.sched_getaffinity(0) < parent:
+            return
+        _confine(parent)
+    except OSError:  # the supervisor is gone, or a platform that will not tell
+        pass
+
+
 def pin_this_process(cpu):
     """Confine every thread of this process to cpu (threads started later inherit it)."""
+    _confine({cpu})
+
+
+def _confine(cpus):
     try:
         threads = [int(t) for t in os.listdir("/proc/self/task")]
     except OSError:
         threads = [0]
     for tid in threads:
         try:
-            os.sched_setaffinity(tid, {cpu})
+            os.sched_setaffinity(tid, cpus)
         except ProcessLookupError:  # a thread that has just ended
             pass

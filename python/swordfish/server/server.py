@@ -12,6 +12,7 @@ import sys
 import time
 
 from .. import _native
+from .affinity import allowed_cpus, unpin_to_parent
 from .balance import REFRESH, AcceptGate, ConnectionBoard
 from .config import Config
 from .lifespan import Lifespan, LifespanFailed
@@ -168,6 +169,7 @@ class Server:
         self.on_started = None
         self.on_max_requests = None
         self.multiprocess = False  # WSGI's wsgi.multiprocess
+        self.supervised = False  # a worker of swordfish's own supervisor
         self.metrics = None  # where this worker counts what it serves (--metrics)
         self.board = None  # (FD, SLOT): this worker's slot of the supervisor's connection board
         self._rsgi_prepared = False  # before_loop() ran (RSGI's __rsgi_init__)
@@ -240,6 +242,8 @@ class Server:
                               (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
             )
             threaded = wsgi and self._threaded()
+            if wsgi:
+                logger.info("WSGI served by %s", "the thread engine" if threaded else "the loop")
             if self.board is not None:
                 board = ConnectionBoard.attach(self.board[0])
                 count = (lambda: self._engine.connections) if threaded else (lambda: len(state.connections))
@@ -288,14 +292,20 @@ class Server:
                 self.after_loop(rsgi_hooks)
 
     def _threaded(self):
-        """Whether the WSGI thread engine serves (`--wsgi-engine threads`, where it can)."""
+        """Whether the WSGI thread engine serves (`--wsgi-engine threads`, or `auto` where
+        the worker may run on more than one CPU; where it can)."""
         config = self.config
-        if config.wsgi_engine != "threads":
+        if config.wsgi_engine == "loop":
             return False
         if config.ssl_certfile is not None or config.proxy_protocol or config.static_path_dir is not None:
-            logger.info("the WSGI thread engine serves neither TLS, PROXY headers nor static files: "
-                        "the loop serves instead")
+            if config.wsgi_engine == "threads":
+                logger.info("the WSGI thread engine serves neither TLS, PROXY headers nor static files: "
+                            "the loop serves instead")
             return False
+        if config.wsgi_engine == "auto":
+            if config.worker_cpu_affinity == "auto" and self.supervised:
+                unpin_to_parent()
+            return allowed_cpus() > 1
         return True
 
     def interface_of(self, app):
@@ -530,7 +540,7 @@ def run(config: Config, notify_fd=None, metrics=None, board=None):
     if notify_fd is not None:
         # A supervisor's worker: other processes serve the same app (with --reload too,
         # while a replacement starts).
-        server.multiprocess = True
+        server.multiprocess = server.supervised = True
         os.set_blocking(notify_fd, False)  # the loop never waits on the supervisor
         server.on_started = lambda: _notify(notify_fd, b"R")
         server.on_max_requests = lambda: _notify(notify_fd, b"M")
