@@ -1,7 +1,7 @@
 """A gunicorn worker class, for teams whose process manager is gunicorn:
 
     gunicorn -k swordfish.gunicorn.Worker module:app
-    gunicorn -k swordfish.gunicorn.ThreadWorker module:app   # WSGI on the thread engine
+    gunicorn -k swordfish.gunicorn.ThreadWorker module:app   # WSGI on the thread engine always
 
 gunicorn's arbiter binds the sockets, forks the workers and watches them; each worker
 serves the app (ASGI or WSGI, told apart as `--interface auto` does) with swordfish's
@@ -13,9 +13,10 @@ when set above 1), the TLS options, `--access-logfile` with `--access-log-format
 atoms), `--log-level` and the error log. The worker answers the arbiter's heartbeat from
 its loop every `--timeout` / 2 seconds, so a worker whose loop is stuck is killed and
 replaced; SIGTERM stops it gracefully, SIGINT and SIGQUIT at once, SIGUSR1 reopens the log
-files, and a worker whose arbiter went away stops. `ThreadWorker` serves a WSGI app on the
-thread engine (`--wsgi-engine threads`, docs/server.md): without the loop's hand-off per
-request, its I/O off the GIL.
+files, and a worker whose arbiter went away stops. A WSGI app is served as `--wsgi-engine
+auto` serves it (docs/server.md): on the thread engine, without the loop's hand-off per
+request and with its I/O off the GIL, where the worker may run on more than one CPU, and on
+the loop where it is confined to one; `ThreadWorker` serves it on the thread engine always.
 """
 
 import asyncio
