@@ -182,8 +182,9 @@ SETTINGS = [
           "an RSGI app gets no lifespan, and its `__rsgi_init__(loop)` and `__rsgi_del__(loop)` are called before "
           "the loop runs and after it stops"),
     S("threads", int, 256, "WSGI: the most threads the app runs on (never the loop's)", least=1,
-      doc="started as needed: a waiting request gets another thread only when none is serving or the "
-          "process leaves part of a CPU idle (the threads serving are blocked, not busy); a WSGI app "
+      doc="the thread engine starts them all at once (an idle one waits its turn to poll); on the loop "
+          "they are started as needed: a waiting request gets another thread only when none is serving or "
+          "the process leaves part of a CPU idle (the threads serving are blocked, not busy); a WSGI app "
           "gets no lifespan"),
     S("wsgi_engine", str, "auto", "WSGI: how requests are served: by threads that each read a request, run its "
       "app and write its answer, with the socket I/O off the GIL and no hand-off between threads (threads); "
