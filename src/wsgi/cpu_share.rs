@@ -39,20 +39,24 @@ impl CpuShare {
     /// window is at least `CPU_WINDOW` long.
     pub fn used(&mut self) -> f64 {
         let now = Instant::now();
-        match self.mark {
-            Some((at, _)) if now.duration_since(at) < CPU_WINDOW => {}
-            Some((at, before)) => {
-                let cpu = process_cpu_time();
-                let window = now.duration_since(at).as_secs_f64();
+        if !matches!(self.mark, Some((at, _)) if now.duration_since(at) < CPU_WINDOW) {
+            self.account(now, process_cpu_time());
+        }
+        self.used
+    }
+
+    /// The process had used `cpu` of CPU time by `now`: a window ends (if one began).
+    fn account(&mut self, now: Instant, cpu: Duration) {
+        if let Some((at, before)) = self.mark {
+            let window = now.duration_since(at).as_secs_f64();
+            if window > 0.0 {
                 self.used = cpu.saturating_sub(before).as_secs_f64() / window;
                 // A long window (the server was idle) counts for as much as its length.
                 let weight = 1.0 - (-window / LOAD_SPAN.as_secs_f64()).exp();
                 self.load += (self.used - self.load) * weight;
-                self.mark = Some((now, cpu));
             }
-            None => self.mark = Some((now, process_cpu_time())),
         }
-        self.used
+        self.mark = Some((now, cpu));
     }
 
     /// Whether the process has kept half a CPU busy or more lately (looked at again first).
@@ -66,17 +70,27 @@ impl CpuShare {
 mod tests {
     use super::*;
 
-    /// A thread that spins keeps the process loaded; before any window has passed nothing
-    /// counts as load.
+    /// Windows of a whole CPU make the process loaded within about a `LOAD_SPAN`; a long
+    /// idle window makes it unloaded at once; a short burst at low load does not count.
     #[test]
-    fn spinning_counts_as_load() {
+    fn load_follows_the_windows() {
+        let start = Instant::now();
+        let ms = Duration::from_millis;
         let mut share = CpuShare::default();
-        assert!(!share.loaded());
-        let until = Instant::now() + Duration::from_millis(300);
-        while Instant::now() < until {
-            std::hint::black_box(share.used());
+        share.account(start, Duration::ZERO);
+        assert!(share.load < LOADED);
+        let mut cpu = Duration::ZERO;
+        for i in 1..=40 {
+            cpu += ms(5);
+            share.account(start + ms(5 * i), cpu);
         }
-        assert!(share.used() > 0.5, "{}", share.used());
-        assert!(share.loaded());
+        assert!((share.used - 1.0).abs() < 1e-9, "{}", share.used);
+        assert!(share.load >= LOADED, "{}", share.load);
+        share.account(start + ms(200) + ms(1000), cpu);
+        assert_eq!(share.used, 0.0);
+        assert!(share.load < LOADED, "{}", share.load);
+        cpu += ms(5);
+        share.account(start + ms(1205), cpu);
+        assert!(share.load < LOADED, "one busy window of 5 ms: {}", share.load);
     }
 }

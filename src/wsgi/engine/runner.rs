@@ -13,7 +13,6 @@
 
 use super::sink::Direct;
 use super::slot::Slot;
-use super::socket::Addr;
 use super::Engine;
 use crate::http::parse::Reject;
 use crate::sync::lock_unpoisoned;
@@ -41,15 +40,6 @@ pub struct Baton {
     finished: Vec<Arc<Slot>>,
     /// How busy the process is (for the runners' scheduling class).
     cpu: CpuShare,
-}
-
-/// An address as the environ has it: (host, port), or (path, None) for a Unix socket.
-fn address(py: Python<'_>, addr: &Option<Addr>) -> Option<Py<PyAny>> {
-    let tuple = match addr.as_ref()? {
-        Addr::Ip(a) => (a.ip().to_string(), a.port()).into_pyobject(py).ok()?.into_any(),
-        Addr::Path(p) => (p.as_str(), py.None()).into_pyobject(py).ok()?.into_any(),
-    };
-    Some(tuple.unbind())
 }
 
 impl Engine {
@@ -185,8 +175,7 @@ impl Engine {
             let mut c = slot.lock();
             let Some(head) = c.objects.head.take() else { return };
             let head_method = c.is_head_method(&head);
-            let client = address(py, &c.objects.client);
-            let server = address(py, &c.objects.server);
+            let (client, server) = c.objects.address_objects(py);
             let request = WsgiRequest::from_head(&c.rbuf, &head, client, server, false)
                 .and_then(|r| Py::new(py, r).map_err(|_| Reject::BadRequest("request")));
             let exchange = match request {

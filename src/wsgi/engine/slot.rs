@@ -39,6 +39,9 @@ pub struct Link {
     pub stream: Stream,
     pub client: Option<Addr>,
     pub server: Option<Addr>,
+    /// `client` and `server` as the environ has them, made with the GIL for the
+    /// connection's first request and shared by the rest.
+    addr_objects: Option<AddressObjects>,
     /// A request head, complete at the start of the read buffer and parsed, whose body has
     /// arrived far enough for the app (`io::pump`).
     pub head: Option<Head>,
@@ -60,13 +63,33 @@ pub struct Link {
     pub drained: bool,
 }
 
+/// The client's and the server's address as the environ has them (None where unknown).
+pub type AddressObjects = (Option<Py<PyAny>>, Option<Py<PyAny>>);
+
+/// An address as the environ has it: (host, port), or (path, None) for a Unix socket.
+fn address(py: Python<'_>, addr: &Option<Addr>) -> Option<Py<PyAny>> {
+    let tuple = match addr.as_ref()? {
+        Addr::Ip(a) => (a.ip().to_string(), a.port()).into_pyobject(py).ok()?.into_any(),
+        Addr::Path(p) => (p.as_str(), py.None()).into_pyobject(py).ok()?.into_any(),
+    };
+    Some(tuple.unbind())
+}
+
 impl Link {
+    /// The client's and the server's address as the environ has them.
+    pub fn address_objects(&mut self, py: Python<'_>) -> AddressObjects {
+        let (client, server) = (&self.client, &self.server);
+        let (c, s) = self.addr_objects.get_or_insert_with(|| (address(py, client), address(py, server)));
+        (c.as_ref().map(|o| o.clone_ref(py)), s.as_ref().map(|o| o.clone_ref(py)))
+    }
+
     pub fn new(stream: Stream) -> Link {
         let (client, server) = stream.addresses();
         Link {
             stream,
             client,
             server,
+            addr_objects: None,
             head: None,
             out: Vec::new(),
             out_pos: 0,
