@@ -293,7 +293,8 @@ class Server:
 
     def _threaded(self):
         """Whether the WSGI thread engine serves (`--wsgi-engine threads`, or `auto` where
-        the worker may run on more than one CPU; where it can)."""
+        the worker may run on more than one CPU; where it can). Under `auto`, a worker that
+        `--worker-cpu-affinity auto` confined to a CPU first takes the supervisor's back."""
         config = self.config
         if config.wsgi_engine == "loop":
             return False
