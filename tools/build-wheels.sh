@@ -48,12 +48,6 @@ for target in "${targets[@]}"; do
 done
 maturin sdist --out dist >/dev/null
 
-for whl in dist/*.whl; do
-    auditwheel show "$whl" | grep -q 'manylinux_2_17' || {
-        auditwheel show "$whl" >&2
-        echo "build-wheels: $whl is not manylinux2014" >&2
-        exit 1
-    }
-done
+tools/check-wheels.sh dist/*.whl
 echo "build-wheels: in dist/ (auditwheel: manylinux_2_17 / manylinux2014)"
 ls -l dist | awk 'NR > 1 {printf "  %8.1f KiB  %s\n", $5 / 1024, $9}'
