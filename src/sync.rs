@@ -32,6 +32,11 @@ impl<T> GilCell<T> {
         GilCell { busy: Cell::new(false), value: UnsafeCell::new(value) }
     }
 
+    /// The value, out of a cell no one else can reach (it is owned).
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+
     /// Borrow the value; an error if it is borrowed already (re-entry).
     pub fn lock<'a>(&'a self, py: Python<'_>) -> PyResult<GilGuard<'a, T>> {
         self.try_lock(py).ok_or_else(reentered)

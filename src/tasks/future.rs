@@ -31,13 +31,41 @@ pub(crate) struct Callback {
     pub context: Option<Py<PyAny>>,
 }
 
+/// The first done callback, kept in two fields because zeroed memory must read as "none":
+/// Rust promises that only for an `Option` of a pointer type (`Py` is a transparent
+/// `NonNull`), not for an `Option<Callback>`, whose `None` the compiler may lay out as it
+/// likes. `context` is None whenever `func` is.
+#[derive(Default)]
+pub(crate) struct FirstCallback {
+    func: Option<Py<PyAny>>,
+    context: Option<Py<PyAny>>,
+}
+
+impl FirstCallback {
+    fn is_none(&self) -> bool {
+        self.func.is_none()
+    }
+
+    fn set(&mut self, cb: Option<Callback>) {
+        (self.func, self.context) = match cb {
+            Some(Callback { func, context }) => (Some(func), context),
+            None => (None, None),
+        };
+    }
+
+    fn take(&mut self) -> Option<Callback> {
+        let context = self.context.take();
+        self.func.take().map(|func| Callback { func, context })
+    }
+}
+
 /// What every future refers to. All `None` (zeroed memory) is a valid, uninitialised
 /// future: then `lp` is None and every method reports "Future object is not initialized."
 #[derive(Default)]
 pub(crate) struct Hot {
     pub lp: Option<Py<LoopCore>>,
     pub result: Option<Py<PyAny>>,
-    pub first: Option<Callback>,
+    pub first: FirstCallback,
     /// What most futures never need, allocated when first needed: it keeps the future
     /// small (see `pytype`).
     pub cold: Option<Box<Cold>>,
@@ -64,12 +92,18 @@ impl Hot {
         self.cold.as_ref().and_then(|c| c.exception.as_ref())
     }
 
-    fn callbacks(&self) -> impl Iterator<Item = &Callback> {
-        self.first.iter().chain(self.cold.iter().flat_map(|c| c.rest.iter()))
+    /// Every callback's `(func, context)`, in order.
+    fn callbacks(&self) -> impl Iterator<Item = (&Py<PyAny>, Option<&Py<PyAny>>)> {
+        let first = self.first.func.as_ref().map(|f| (f, self.first.context.as_ref()));
+        first.into_iter().chain(self.cold.iter().flat_map(|c| c.rest.iter().map(|cb| (&cb.func, cb.context.as_ref()))))
     }
 
-    fn callbacks_mut(&mut self) -> impl Iterator<Item = &mut Callback> {
-        self.first.iter_mut().chain(self.cold.iter_mut().flat_map(|c| c.rest.iter_mut()))
+    /// Every callback's `(func, context)`, in order, the context to be changed.
+    fn callbacks_mut(&mut self) -> impl Iterator<Item = (&Py<PyAny>, &mut Option<Py<PyAny>>)> {
+        let first = self.first.func.as_ref().map(|f| (f, &mut self.first.context));
+        first
+            .into_iter()
+            .chain(self.cold.iter_mut().flat_map(|c| c.rest.iter_mut().map(|cb| (&cb.func, &mut cb.context))))
     }
 
     /// Take every callback out, in order.
@@ -403,7 +437,7 @@ impl FutureCore {
     fn push_callback(&self, py: Python<'_>, cb: Callback) -> PyResult<()> {
         let mut f = self.f.lock(py)?;
         if f.first.is_none() && f.cold.as_ref().is_none_or(|c| c.rest.is_empty()) {
-            f.first = Some(cb);
+            f.first.set(Some(cb));
         } else {
             f.cold().rest.push(cb);
         }
@@ -437,7 +471,7 @@ impl FutureCore {
             // Callbacks added while comparing go after the kept ones.
             kept.extend(f.take_callbacks());
             let mut it = kept.into_iter();
-            f.first = it.next();
+            f.first.set(it.next());
             let rest: Vec<Callback> = it.collect();
             if !rest.is_empty() {
                 f.cold().rest = rest;
@@ -454,13 +488,13 @@ impl FutureCore {
         let pairs: Vec<(Py<PyAny>, Option<Py<PyAny>>)> = {
             let mut f = self.f.lock(py)?;
             let mut pairs = Vec::new();
-            for cb in f.callbacks_mut() {
+            for (func, context) in f.callbacks_mut() {
                 // A context not made yet is made now and kept: `_callbacks` shows the same
                 // object every time, and the callback runs in it.
-                if cb.context.as_ref().is_some_and(|c| crate::context::is_empty_marker(py, c)) {
-                    cb.context = Some(crate::context::new_empty(py)?);
+                if context.as_ref().is_some_and(|c| crate::context::is_empty_marker(py, c)) {
+                    *context = Some(crate::context::new_empty(py)?);
                 }
-                pairs.push((cb.func.clone_ref(py), cb.context.as_ref().map(|c| c.clone_ref(py))));
+                pairs.push((func.clone_ref(py), context.as_ref().map(|c| c.clone_ref(py))));
             }
             pairs
         };
@@ -538,9 +572,9 @@ impl FutureCore {
         // SAFETY: as for `one`: the loop is a strong reference the future owns.
         visit!(unsafe { pytype::visit_ptr(f.lp.as_ref().map_or(std::ptr::null_mut(), |l| l.as_ptr()), visit, arg) });
         visit!(one(f.result.as_ref()));
-        for cb in f.callbacks() {
-            visit!(one(Some(&cb.func)));
-            visit!(one(cb.context.as_ref()));
+        for (func, context) in f.callbacks() {
+            visit!(one(Some(func)));
+            visit!(one(context));
         }
         if let Some(c) = &f.cold {
             for o in [&c.exception, &c.exception_tb, &c.cancel_message, &c.cancelled_exc] {
@@ -630,4 +664,24 @@ fn callback_matches(py: Python<'_>, cb: &Callback, func: &Bound<'_, PyAny>) -> P
         return Ok(true);
     }
     stored.eq(func)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroed_memory_is_a_pending_future_with_nothing_in_it() {
+        // SAFETY: every field of `FutureCore` is valid all-zero (the claim under test: an
+        // `Option` of a pointer type, a `u8` enum whose 0 is a variant, `bool`); nothing
+        // here creates or drops a Python object.
+        let core: FutureCore = unsafe { std::mem::zeroed() };
+        assert_eq!(core.state(), FutState::Pending);
+        assert!(!core.blocking());
+        let mut hot = core.f.into_inner();
+        assert!(hot.lp.is_none() && hot.result.is_none() && hot.first.is_none() && hot.cold.is_none());
+        assert_eq!(hot.callbacks().count(), 0);
+        assert_eq!(hot.callbacks_mut().count(), 0);
+        assert!(hot.take_callbacks().is_empty());
+    }
 }
