@@ -125,7 +125,7 @@ def test_reload_replaces_the_worker_without_failing_a_request(tmp_path, template
             write(path, template.format(body=b"v2"))
             bump(path, 10**9)
             _, at = srv.wait_line(r"changed: .*reloaded\.py: reloading")
-            srv.wait_line(r"worker \d+ listens: stopping worker \d+", start=at)
+            srv.wait_line(r"worker \d+ listens: retiring worker \d+", start=at)
             while (200, b"v2") not in bodies[-1:]:
                 assert thread.is_alive() and not errors, errors
                 bodies.append(get(addr, "/"))
@@ -148,7 +148,7 @@ def test_a_change_that_breaks_the_app_leaves_the_old_code_serving(tmp_path):
         assert get(addr, "/") == (200, b"good")
         write(path, APP.format(body=b"fixed"))
         bump(path, 2 * 10**9)
-        srv.wait_line(r"worker \d+ listens: stopping worker \d+", start=at)
+        srv.wait_line(r"worker \d+ listens: retiring worker \d+", start=at)
         # The old worker answers until it has closed its socket: then only the new one.
         deadline = time.monotonic() + 30
         answer = get(addr, "/")

@@ -248,7 +248,7 @@ def test_max_requests_recycles_without_failed_requests():
         try:
             # Both first workers retire: each one only after its replacement listens.
             for old in first:
-                m, _ = srv.wait_line(rf"worker (\d+) listens: stopping worker {old}\b")
+                m, _ = srv.wait_line(rf"worker (\d+) listens: retiring worker {old}\b")
                 assert int(m.group(1)) not in first
             deadline = time.monotonic() + DEADLINE
             while any(alive(p) for p in first):
@@ -509,7 +509,7 @@ def test_uds_workers_recycling(tmp_path):
             status, body = get(path, "/pid")
             assert status == 200
             pids.add(int(body))
-        srv.wait_line(r"listens: stopping worker")
+        srv.wait_line(r"listens: retiring worker")
         for _ in range(5):
             assert get(path, "/pid")[0] == 200
         assert srv.stop() == 0, srv.log()

@@ -60,7 +60,7 @@ def test_a_worker_over_max_rss_is_replaced_gracefully():
         assert get(port, "/grow?mib=150")[0] == 200
         m, i = srv.wait_line(r"worker (\d+) uses (\d+) MiB, over --workers-max-rss 120: starting its replacement")
         assert int(m.group(1)) == first and int(m.group(2)) > 120
-        srv.wait_line(r"worker \d+ listens: stopping worker %d" % first, start=i)
+        srv.wait_line(r"worker \d+ listens: retiring worker %d" % first, start=i)
         deadline = time.monotonic() + DEADLINE
         while pid_of(port) == first:
             assert time.monotonic() < deadline, "the worker over the limit still serves"

@@ -132,6 +132,7 @@ impl HttpServerState {
                 total_requests: AtomicU64::new(0),
                 connections_made: AtomicU64::new(0),
                 shutting_down: AtomicBool::new(false),
+                draining: AtomicBool::new(false),
             },
         })
     }
@@ -160,8 +161,11 @@ impl HttpServerState {
         super::shed::shed_connections(py, self, want)
     }
 
-    /// New requests on kept-alive connections are refused from now on (they close instead).
-    fn begin_shutdown(&self) {
+    /// New requests on kept-alive connections are refused from now on (they close instead);
+    /// `drain`: answered with `connection: close` instead (a retiring worker).
+    #[pyo3(signature = (drain=false))]
+    fn begin_shutdown(&self, drain: bool) {
+        self.settings.draining.store(drain, Ordering::Relaxed);
         self.settings.shutting_down.store(true, Ordering::Relaxed);
     }
 

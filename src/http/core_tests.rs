@@ -36,6 +36,7 @@ fn settings() -> Settings {
         total_requests: AtomicU64::new(0),
         connections_made: AtomicU64::new(0),
         shutting_down: AtomicBool::new(false),
+        draining: AtomicBool::new(false),
     }
 }
 
@@ -264,4 +265,55 @@ fn a_body_that_reaches_its_length_is_known_complete_before_its_end() {
     c.take_part(&st, gen, Part::Head { head: head(200, &[]), trailers: false }, &mut acts).expect("head");
     c.take_part(&st, gen, Part::Body { data: b"hello", object: &object, more: true }, &mut acts).expect("part");
     assert!(!c.length_reached(gen));
+}
+
+/// Shut down (`drain`: retiring) while idle between requests and while a response is
+/// under way: the acts at the shutdown, then the wire and the close of the next request.
+fn shut_down_between(drain: bool, head_first: bool) -> (bool, String, bool) {
+    let st = settings();
+    let mut c = Conn::<Plain>::new(());
+    let mut acts = Vec::new();
+    c.rbuf.extend_from_slice(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let gen = begin(&mut c, &st, &mut acts);
+    if head_first {
+        c.take_part(&st, gen, Part::Head { head: head(200, &[]), trailers: false }, &mut acts).expect("head");
+        let object = || b"a".to_vec();
+        c.take_part(&st, gen, Part::Body { data: b"a", object: &object, more: true }, &mut acts).expect("part");
+    } else {
+        assert!(respond(&mut c, &st, gen, b"a", &mut acts));
+    }
+    acts.clear();
+    st.draining.store(drain, Ordering::Relaxed);
+    st.shutting_down.store(true, Ordering::Relaxed);
+    c.shut_down(drain, 1.0, &mut acts);
+    if head_first {
+        let object = Vec::new;
+        c.take_part(&st, gen, Part::Body { data: b"", object: &object, more: false }, &mut acts).expect("end");
+    }
+    let closed_at_once = wire(&acts).1;
+    if closed_at_once {
+        return (true, String::new(), true);
+    }
+    acts.clear();
+    c.rbuf.extend_from_slice(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+    let next = begin(&mut c, &st, &mut acts);
+    respond(&mut c, &st, next, b"b", &mut acts);
+    let (out, close) = wire(&acts);
+    (false, out, close)
+}
+
+#[test]
+fn shutting_down_closes_an_idle_connection_and_one_whose_response_ends() {
+    assert!(shut_down_between(false, false).0);
+    assert!(shut_down_between(false, true).0);
+}
+
+#[test]
+fn draining_answers_the_next_request_with_connection_close_then_closes() {
+    for head_first in [false, true] {
+        let (closed_at_once, out, close) = shut_down_between(true, head_first);
+        assert!(!closed_at_once, "head first: {head_first}");
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n") && out.contains("connection: close\r\n"), "{out}");
+        assert!(close);
+    }
 }

@@ -344,11 +344,12 @@ impl HttpProtocol {
             if let Some(upgraded) = c.objects.upgraded.as_ref().map(|u| u.clone_ref(py)) {
                 c.shutdown = true;
                 drop(c);
-                upgraded.call_method0(py, intern!(py, "shutdown"))?;
+                let restart = slf.get().state.get().settings.draining.load(Ordering::Relaxed);
+                upgraded.call_method1(py, intern!(py, "shutdown"), (restart,))?;
                 return Ok(());
             }
-            let grace = slf.get().state.get().settings.timeout_header.min(FIRST_REQUEST_GRACE);
-            c.shut_down(grace, &mut acts);
+            let st = &slf.get().state.get().settings;
+            c.shut_down(st.draining.load(Ordering::Relaxed), st.timeout_header.min(FIRST_REQUEST_GRACE), &mut acts);
         }
         Self::run_acts(slf, acts)
     }

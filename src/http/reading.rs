@@ -183,7 +183,7 @@ impl<W: World> Conn<W> {
                 return Next::Wait;
             }
         };
-        if st.shutting_down.load(Ordering::Relaxed) && self.gen > 0 {
+        if st.shutting_down.load(Ordering::Relaxed) && self.gen > 0 && !st.draining.load(Ordering::Relaxed) {
             self.close_after();
             acts.push(Act::Close);
             return Next::Wait;
@@ -248,7 +248,7 @@ impl<W: World> Conn<W> {
         };
         st.active_requests.fetch_add(1, Ordering::Relaxed);
         st.total_requests.fetch_add(1, Ordering::Relaxed);
-        let keep = head.keep_alive && !self.shutdown;
+        let keep = head.keep_alive && !self.shutdown && !st.shutting_down.load(Ordering::Relaxed);
         let start = st.timed().then(monotonic);
         self.begin(head, head_method, Reading::new(body), keep, upgrade, log, start).gen
     }
@@ -309,7 +309,11 @@ impl<W: World> Conn<W> {
     /// or close it.
     pub fn finish_request(&mut self, st: &Settings, acts: &mut Vec<Act<W>>) {
         let Some(req) = self.req.take() else { return };
-        if !req.keep_alive || self.shutdown || st.shutting_down.load(Ordering::Relaxed) {
+        // Draining, `keep_alive` is what the response's head said: a connection whose last
+        // response promised to stay open waits for its next request (or its keep-alive
+        // timeout), which is answered with `connection: close`.
+        let ending = self.shutdown || st.shutting_down.load(Ordering::Relaxed);
+        if !req.keep_alive || (ending && !st.draining.load(Ordering::Relaxed)) {
             self.close_after();
             acts.push(Act::Close);
             return;
@@ -326,12 +330,14 @@ impl<W: World> Conn<W> {
     }
 
     /// Graceful shutdown of this connection: close now if idle, else after the response.
-    /// A new connection (no request yet) is not an idle keep-alive one: its client has a
+    /// Draining (`Settings::draining`), an idle one is left to its next request or its
+    /// keep-alive timeout instead, and a response already under way keeps the connection
+    /// open as its head said. A new connection (no request yet) is not an idle keep-alive one: its client has a
     /// request on the way, so it gets that one request (answered with `connection:
     /// close`) if it arrives within `grace`. Closing it would drop a request sent in good
     /// faith, e.g. to a worker that retires (--max-requests) while sharing the accept queue
     /// with its replacement.
-    pub fn shut_down(&mut self, grace: f64, acts: &mut Vec<Act<W>>) {
+    pub fn shut_down(&mut self, drain: bool, grace: f64, acts: &mut Vec<Act<W>>) {
         self.shutdown = true;
         if self.lost() {
             return;
@@ -341,10 +347,12 @@ impl<W: World> Conn<W> {
             return;
         }
         match self.req.as_mut() {
+            None if drain => {}
             None => {
                 self.close_after();
                 acts.push(Act::Close);
             }
+            Some(r) if drain && r.writing.head_written() => {}
             Some(r) => r.keep_alive = false,
         }
     }

@@ -28,6 +28,11 @@ pub struct Settings {
     /// Connections made so far: each connection's number, in the order they came.
     pub connections_made: AtomicU64,
     pub shutting_down: AtomicBool,
+    /// The shutdown is a retirement (a supervisor replaces this worker): a kept-alive
+    /// connection closes only after a response that said `connection: close`, so that a
+    /// request its client sends meanwhile is answered, never dropped (see
+    /// `Conn::finish_request`).
+    pub draining: AtomicBool,
 }
 
 impl Settings {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 /// Close code the server reports when the connection ended without a close frame.
 pub const CLOSE_ABNORMAL: u16 = 1006;
 pub const CLOSE_GOING_AWAY: u16 = 1001;
+pub const CLOSE_SERVICE_RESTART: u16 = 1012;
 pub const CLOSE_INTERNAL_ERROR: u16 = 1011;
 /// Close code reported for a close frame without one (RFC 6455 §7.4.1).
 pub const CLOSE_NO_STATUS: u16 = 1005;
@@ -637,8 +638,13 @@ impl WsProtocol {
         Self::run(slf, out)
     }
 
-    /// Graceful shutdown: close with 1001 (going away).
-    fn shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
+    /// Graceful shutdown: close with 1001 (going away), or with 1012 (service restart)
+    /// when the worker retires and another serves on, so that the client reconnects at once.
+    #[pyo3(signature = (restart=false))]
+    fn shutdown(slf: &Bound<'_, Self>, restart: bool) -> PyResult<()> {
+        if restart {
+            return Self::close(slf, CLOSE_SERVICE_RESTART, "server restarting");
+        }
         Self::close(slf, CLOSE_GOING_AWAY, "server shutting down")
     }
 

@@ -1,5 +1,5 @@
-"""The server's logging: its setup (`--log-level`, or a `--log-config` file instead), and
-the access log: one line per request on the `swordfish.access` logger, in swordfish's own
+"""The server's logging: its setup (`--log-level`, or a `--log-config` file instead), the
+reopening of its files on SIGUSR1 (`reopen_files`), and the access log: one line per request on the `swordfish.access` logger, in swordfish's own
 format or in one given with `--access-log-format`, spelled with gunicorn's atoms so that a
 gunicorn user's format works as it is.
 
@@ -162,3 +162,23 @@ def configure_logging(config):
         logging.config.dictConfig(settings)
     else:
         logging.config.fileConfig(path, disable_existing_loggers=False)
+
+
+def reopen_files():
+    """SIGUSR1: every file a logging handler writes is closed and opened again by its name,
+    so that after logrotate (or a `mv`) the lines go to a new file at the configured path
+    instead of the renamed one. Returns how many were reopened."""
+    loggers = [logging.getLogger()] + [x for x in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(x, logging.Logger)]
+    handlers = {h for lg in loggers for h in lg.handlers if isinstance(h, logging.FileHandler)}
+    for handler in handlers:
+        handler.acquire()
+        try:
+            if handler.stream is not None:
+                handler.stream.close()
+            # FileHandler's own opener (its mode, encoding and errors), as emit() uses it
+            # when the file is not open yet.
+            handler.stream = handler._open()
+        finally:
+            handler.release()
+    return len(handlers)

@@ -16,7 +16,7 @@ from .affinity import allowed_cpus, unpin_to_parent
 from .balance import REFRESH, AcceptGate, ConnectionBoard
 from .config import Config
 from .lifespan import Lifespan, LifespanFailed
-from .logs import access_logger, access_logger_for
+from .logs import access_logger, access_logger_for, reopen_files
 from .proxy import ProxyHeaders, RsgiProxyHeaders, TrustedHosts
 from .wsgi import WsgiProxyHeaders, detect_interface, environ_template
 
@@ -162,6 +162,7 @@ class Server:
         self._exit = None
         self._loop = None
         self._should_exit = False  # shutdown() was called (kept for a serve() not started yet)
+        self._retiring = False  # retire() was called: the shutdown drains (see retire())
         self._bound_uds = None  # the Unix socket path this server bound (removed at exit)
         # Hooks (the worker mode of the CLI uses them to talk to its supervisor):
         # on_started() once the sockets listen; on_max_requests() once max_requests
@@ -435,6 +436,16 @@ class Server:
         elif not loop.is_closed():
             loop.call_soon_threadsafe(self._exit.set)
 
+    def retire(self):
+        """`shutdown()` for a worker that another replaces (a reload, max-requests, fewer
+        workers): kept-alive connections are drained rather than closed. Each closes only
+        after a response that said `connection: close`, so a request its client sends
+        meanwhile is answered (an idle one closes at its keep-alive timeout if no request
+        comes); WebSockets close with 1012 (service restart) instead of 1001, telling the
+        client to reconnect at once. --timeout-graceful-shutdown still bounds it all."""
+        self._retiring = True
+        self.shutdown()
+
     async def _shutdown_connections(self):
         state = self.state
         for server in self._servers:
@@ -448,9 +459,10 @@ class Server:
         # shared accept queue are the ones a client sees dropped otherwise.
         for _ in range(_DRAIN_ITERATIONS):
             await asyncio.sleep(0)
-        state.begin_shutdown()
+        state.begin_shutdown(self._retiring)
         for conn in list(state.connections):
             conn.shutdown()
+        self._log_retiring(len(state.connections))
         timeout = self.config.timeout_graceful_shutdown
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
@@ -475,11 +487,13 @@ class Server:
         engine.close_listeners()
         for server in self._servers:
             server.close()
-        state.begin_shutdown()
+        state.begin_shutdown(self._retiring)
         timeout = self.config.timeout_graceful_shutdown
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         # Polled, as on the loop's path; a connection busy at one look is shut down at the next.
+        engine.shutdown()
+        self._log_retiring(engine.connections)
         while True:
             engine.shutdown()
             if not (engine.connections or state.active_requests):
@@ -491,6 +505,10 @@ class Server:
             await asyncio.sleep(0.02)
         self._stop_wsgi_threads(engine.stop)
         await self._close_servers()
+
+    def _log_retiring(self, connections):
+        if self._retiring:
+            logger.info("retiring (pid %d): draining %d connections", os.getpid(), connections)
 
     async def _close_servers(self):
         for server in self._servers:
@@ -517,6 +535,10 @@ def _notify(fd, message):
         os.write(fd, message)
     except (BlockingIOError, BrokenPipeError):
         pass  # a supervisor that does not read now is told by the next heartbeat, or gone
+
+
+def _reopen_logs():
+    logger.info("SIGUSR1: reopened %d log file(s)", reopen_files())
 
 
 def _heartbeat(loop, fd, interval):
@@ -550,10 +572,14 @@ def run(config: Config, notify_fd=None, metrics=None, board=None):
     if metrics is not None:
         server.metrics = _native.MetricsSlot(*metrics)
     server.board = board
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
+    handlers = {signal.SIGINT: server.shutdown, signal.SIGTERM: server.shutdown, signal.SIGUSR1: _reopen_logs}
+    if notify_fd is not None:
+        # The supervisor's word that another worker takes over (see supervisor.py).
+        handlers[signal.SIGUSR2] = server.retire
+    signals = tuple(handlers)
+    for sig, handler in handlers.items():
         try:
-            loop.add_signal_handler(sig, server.shutdown)
+            loop.add_signal_handler(sig, handler)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:

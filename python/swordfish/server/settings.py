@@ -261,7 +261,7 @@ SETTINGS = [
           "keep the connection's own addresses; the header counts against --timeout-header-read; not with TLS (the proxy terminates it)"),
     S("max_requests", int, None, "recycle a worker after about this many requests (one process: exit after them)",
       least=1, shown_default="off",
-      doc="a worker's replacement starts first, then it stops gracefully; one process exits with 0 "
+      doc="a worker's replacement starts first, then it retires (drained: nothing dropped); one process exits with 0 "
           "(as uvicorn), for systemd or a container runtime to restart it"),
     S("max_requests_jitter", int, 0, "add a random 0..N to --max-requests, per worker", least=0),
     S("timeout_worker_healthcheck", float, 30.0, "seconds a worker's loop may go without answering the "
@@ -273,7 +273,8 @@ SETTINGS = [
     S("workers", int, 1, "worker processes sharing the listening socket, under a supervisor", least=1,
       doc="the supervisor binds the socket (or takes `--fd`), restarts a worker that dies, and on "
           "SIGTERM/SIGINT stops accepting at once and stops the workers gracefully (killed "
-          "`--timeout-graceful-shutdown` + 2 s later; a second signal kills at once)"),
+          "`--timeout-graceful-shutdown` + 2 s later; a second signal kills at once); SIGHUP replaces "
+          "every worker (new code), SIGTTIN/SIGTTOU add/retire one, SIGUSR1 reopens the log files"),
     S("worker_cpu_affinity", str, "auto", "confine each worker process to a CPU of its own: auto does when "
       "there are as many workers as CPUs the server may use", choices=("auto", "on", "off"), supervisor_only=True,
       doc="worker k gets the k-th of those CPUs (modulo their count; a replacement gets its predecessor's); "

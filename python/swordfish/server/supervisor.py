@@ -15,23 +15,28 @@ and `M` once it has served `--max-requests`.
 - A worker that exits unexpectedly is replaced. One that exits before it ever listened
   (the app does not import, lifespan startup fails) stops everything: the supervisor exits
   with that worker's code, instead of restarting a worker that cannot start forever.
-- `M`: a replacement is started first; once it listens the old worker gets SIGTERM and
-  shuts down gracefully (stops accepting, closes idle keep-alive connections, finishes
-  in-flight requests).
+- `M`: a replacement is started first; once it listens the old worker gets SIGUSR2 and
+  retires: it stops accepting, finishes in-flight requests, and drains its kept-alive
+  connections (each closes after a response that says `connection: close`, so a request
+  sent meanwhile is answered, never dropped; WebSockets close with 1012, service restart).
 - SIGTERM/SIGINT: the supervisor closes its copy of the listening socket at once and starts
   no more workers; every worker gets SIGTERM, closes its copy (from then on new connections
   are refused) and has `--timeout-graceful-shutdown` seconds (it aborts its remaining
   connections itself then); a worker still alive `KILL_MARGIN` seconds after that (a
   blocked loop, a slow lifespan shutdown) is killed.
   A second SIGTERM/SIGINT kills the workers at once.
+- SIGHUP: every worker is replaced as at `M`, all at once, each new worker loading the app
+  afresh (new code); one that exits before it listens (the new code is broken) stops
+  nothing, and the workers it was to replace serve on. SIGTTIN adds a worker, SIGTTOU
+  retires the oldest (never the last). SIGUSR1 reopens the log files, here and in every
+  worker (after logrotate).
 - Health: a worker's loop writes `H` every quarter of `--timeout-worker-healthcheck`; a
   worker that listens and has written nothing for that long (its loop is stuck in a
   blocking call) is killed and replaced. With `--workers-max-rss`, a worker whose resident
   memory passes the limit (looked at every second) is replaced as at `M`.
 - `--reload` (also with one worker): when a watched file changes (see reload.py), every
-  serving worker is replaced as at `M`, so the port never stops answering. A worker that
-  exits before it listens (the change broke the app) stops nothing: the workers it was to
-  replace go on serving the code they loaded, and the next change tries again.
+  serving worker is replaced as at SIGHUP, so the port never stops answering; after a
+  broken change the next change tries again.
 - `--metrics`: each worker gets a slot of the shared counters (`--worker-metrics FD:SLOT`),
   taken back when it is reaped; the endpoint (metrics.py) runs on a thread of its own.
 - `--worker-cpu-affinity` (affinity.py): each worker holds a place, 0 to N-1, that its
@@ -53,6 +58,7 @@ import time
 
 from .balance import NOT_ACCEPTING, ConnectionBoard
 from .cli import worker_argv, worker_env
+from .logs import reopen_files
 from .metrics import MetricsEndpoint, WorkerCounters, render
 from .reload import FileWatch
 
@@ -145,6 +151,10 @@ class Worker:
         self.slot = None  # its slot of the shared counters (--metrics)
         self.board_slot = None  # its slot of the connection board (balance.py)
         self.place = None  # 0..N-1, passed on to its replacement (--worker-cpu-affinity)
+        # Started by a reload or SIGTTIN: if it exits before it listens, nothing stops (the
+        # workers it was to replace serve on; SIGTTIN's count goes back down).
+        self.optional = False
+        self.added = False  # started by SIGTTIN
 
 
 class Supervisor:
@@ -153,6 +163,7 @@ class Supervisor:
         self.cpus = cpus  # the CPU of each worker place, or None (affinity.worker_cpus)
         self.argv = worker_argv(config)  # each worker runs it with `--fd` and `--workers 1` added
         self.workers = []
+        self.target = config.workers  # how many should serve (SIGTTIN / SIGTTOU change it)
         self.stopping = False
         self.exit_code = 0
         self.sock = None
@@ -201,7 +212,8 @@ class Supervisor:
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
-        signals = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)
+        signals = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU,
+                   signal.SIGUSR1)
         old = {sig: signal.signal(sig, lambda *_: None) for sig in signals}
         old_wakeup = signal.set_wakeup_fd(wake_w)
         self.sel = selectors.DefaultSelector()
@@ -251,8 +263,7 @@ class Supervisor:
                 except BlockingIOError:
                     received = b""
                 for signum in received:
-                    if signum in (signal.SIGTERM, signal.SIGINT):
-                        self._signal(signum)
+                    self._signal(signum)
             else:
                 self._message(key.data)
         self._reap()
@@ -260,7 +271,9 @@ class Supervisor:
         if self.next_look is not None and now >= self.next_look and not self.stopping:
             changed = self.watch.changes()
             if changed:
-                self._reload(changed)
+                shown = ", ".join(os.path.relpath(p) for p in changed[:3]) + (", ..." if len(changed) > 3 else "")
+                logger.warning("changed: %s: reloading", shown)
+                self._reload()
             self.next_look = time.monotonic() + self.config.reload_delay
         if self.next_rss is not None and now >= self.next_rss and not self.stopping:
             self._check_memory()
@@ -293,7 +306,7 @@ class Supervisor:
     def _metrics_text(self):
         """The endpoint's answer (on its thread: it reads the list of workers, never changes it)."""
         serving = sum(1 for w in list(self.workers) if w.ready and not w.stopping)
-        restarts = max(0, self.counters.started - self.config.workers)
+        restarts = max(0, self.counters.started - self.target)
         return render(self.counters.totals(), serving, restarts)
 
     def _release_board_slot(self, slot):
@@ -304,9 +317,9 @@ class Supervisor:
 
     def _free_place(self):
         taken = {w.place for w in self.workers if not w.stopping}
-        return next((p for p in range(self.config.workers) if p not in taken), len(self.workers))
+        return next(p for p in range(len(self.workers) + 1) if p not in taken)
 
-    def _spawn(self, predecessor=None):
+    def _spawn(self, predecessor=None, optional=False):
         place = predecessor.place if predecessor is not None else self._free_place()
         cpu = self.cpus[place % len(self.cpus)] if self.cpus else None
         rfd, wfd = os.pipe()
@@ -342,6 +355,7 @@ class Supervisor:
         w.slot = slot
         w.board_slot = board_slot
         w.place = place
+        w.optional = optional
         self.workers.append(w)
         self.sel.register(rfd, selectors.EVENT_READ, w)
         logger.info("started worker %d%s%s", w.pid, f" to replace {predecessor.pid}" if predecessor else "",
@@ -368,17 +382,16 @@ class Supervisor:
                 old = w.predecessor
                 w.predecessor = None
                 if old is not None and old in self.workers:
-                    logger.info("worker %d listens: stopping worker %d", w.pid, old.pid)
-                    self._stop(old)
+                    logger.info("worker %d listens: retiring worker %d", w.pid, old.pid)
+                    self._stop(old, retire=True)
             elif c == "M" and not w.retiring and not self.stopping:
                 w.retiring = True
                 logger.info("worker %d reached max requests: starting its replacement", w.pid)
                 self._spawn(predecessor=w)
         return True
 
-    def _reload(self, changed):
-        shown = ", ".join(os.path.relpath(p) for p in changed[:3]) + (", ..." if len(changed) > 3 else "")
-        logger.warning("changed: %s: reloading", shown)
+    def _reload(self):
+        """Replace every serving worker by one that loads the app afresh (SIGHUP, --reload)."""
         for w in self.workers:
             if not w.ready and not w.stopping:
                 # Still starting, perhaps with the code as it was before this change.
@@ -389,9 +402,34 @@ class Supervisor:
         serving = [w for w in self.workers if w.ready and not w.stopping and not w.retiring]
         for w in serving:
             w.retiring = True
-            self._spawn(predecessor=w)
-        for _ in range(self.config.workers - len(serving)):  # none left after failed starts
-            self._spawn()
+            self._spawn(predecessor=w, optional=True)
+        for _ in range(self.target - len(serving)):  # none left after failed starts
+            self._spawn(optional=True)
+
+    def _add_worker(self):
+        self.target += 1
+        logger.info("SIGTTIN: %d workers", self.target)
+        self._spawn(optional=True).added = True
+
+    def _remove_worker(self):
+        """Retire the oldest worker that no other is replacing; never the last."""
+        if self.target <= 1:
+            logger.warning("SIGTTOU: one worker left: it stays")
+            return
+        self.target -= 1
+        oldest = next((w for w in self.workers if not w.stopping and not w.retiring), None)
+        logger.info("SIGTTOU: %d workers%s", self.target, f": retiring worker {oldest.pid}" if oldest else "")
+        if oldest is not None:
+            self._stop(oldest, retire=True)
+
+    def _reopen_logs(self):
+        count = reopen_files()
+        logger.info("SIGUSR1: reopened %d log file(s); telling the workers", count)
+        for w in self.workers:
+            try:
+                w.proc.send_signal(signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
 
     def _forget_pipe(self, w):
         if w.rfd is not None:
@@ -399,7 +437,9 @@ class Supervisor:
             os.close(w.rfd)
             w.rfd = None
 
-    def _stop(self, w):
+    def _stop(self, w, retire=False):
+        """Stop `w` gracefully: SIGTERM, or SIGUSR2 where another worker serves on (a
+        retirement drains its connections: see `Server.retire`)."""
         if w.stopping:
             return
         w.stopping = True
@@ -407,11 +447,27 @@ class Supervisor:
         if timeout is not None:
             w.kill_at = time.monotonic() + timeout + KILL_MARGIN
         try:
-            w.proc.send_signal(signal.SIGTERM)
+            w.proc.send_signal(signal.SIGUSR2 if retire and w.ready else signal.SIGTERM)
         except ProcessLookupError:
             pass
 
     def _signal(self, signum):
+        if signum == signal.SIGCHLD:
+            return  # _reap looks after every wake-up
+        if signum == signal.SIGUSR1:
+            self._reopen_logs()
+            return
+        if signum in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
+            if self.stopping:
+                return
+            if signum == signal.SIGHUP:
+                logger.warning("SIGHUP: reloading %d workers", self.target)
+                self._reload()
+            elif signum == signal.SIGTTIN:
+                self._add_worker()
+            else:
+                self._remove_worker()
+            return
         if self.stopping:
             logger.warning("second %s: killing the workers", signal.Signals(signum).name)
             for w in self.workers:
@@ -439,8 +495,16 @@ class Supervisor:
             self._release_board_slot(w.board_slot)
             if self.stopping or w.stopping:
                 continue
-            if not w.ready and self.watch is not None:
-                logger.error("worker %d exited with %d before it started: waiting for a change", w.pid, code)
+            if not w.ready and (self.watch is not None or w.optional):
+                if w.added:
+                    self.target -= 1
+                if self.watch is not None:
+                    outcome = "waiting for a change"
+                elif w.added:
+                    outcome = f"{self.target} workers"
+                else:
+                    outcome = "the workers it was to replace serve on"
+                logger.error("worker %d exited with %d before it started: %s", w.pid, code, outcome)
                 if w.predecessor is not None:
                     w.predecessor.retiring = False  # it goes on serving, to be replaced at the next change
                 continue
@@ -449,7 +513,11 @@ class Supervisor:
                 self.exit_code = code if code > 0 else 1
                 self._signal(signal.SIGTERM)
                 continue
-            logger.warning("worker %d died (exit %d): starting a new one", w.pid, code)
             if w.retiring and any(x.predecessor is w for x in self.workers):
-                continue  # its replacement is already starting
+                logger.warning("worker %d died (exit %d): its replacement is starting", w.pid, code)
+                continue
+            if sum(1 for x in self.workers if not x.stopping) >= self.target:
+                logger.warning("worker %d died (exit %d)", w.pid, code)
+                continue
+            logger.warning("worker %d died (exit %d): starting a new one", w.pid, code)
             self._spawn()

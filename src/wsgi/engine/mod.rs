@@ -293,6 +293,7 @@ impl WsgiEngine {
     fn shutdown(&self) {
         let e = &self.engine;
         let grace = e.settings().timeout_header.min(FIRST_REQUEST_GRACE);
+        let drain = e.settings().draining.load(Ordering::Relaxed);
         for slot in e.all() {
             if !slot.try_own() {
                 continue;
@@ -301,7 +302,7 @@ impl WsgiEngine {
             {
                 let mut c = slot.lock();
                 if !c.shutdown && !c.objects.closed {
-                    c.shut_down(grace, &mut acts);
+                    c.shut_down(drain, grace, &mut acts);
                     e.stage(&slot, &mut c, &mut acts);
                 }
             }
