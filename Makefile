@@ -7,6 +7,7 @@
 #   make bench                    full scheduling benchmark, written to docs/benchmarks.md
 #   make wheels                   manylinux2014 wheels for CPython 3.10-3.13 and the sdist, in dist/
 #   make wheel-smoke              one wheel installed where there is no Rust, then used (CI runs it)
+#   make soak [SOAK_MINUTES=30]   a long mixed load with faults; RSS, descriptors and threads sampled
 
 PYTHON ?= python3
 PY_EXE := $(shell tools/find-python $(PYTHON))
@@ -22,7 +23,7 @@ endif
 VPY := $(VENV)/bin/python
 export PYO3_PYTHON := $(abspath $(VPY))
 
-.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn autobahn-rsgi bench bench-quick clean wheels wheel-smoke
+.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn autobahn-rsgi bench bench-quick clean wheels wheel-smoke soak
 
 $(VENV)/.deps: requirements-dev.txt
 	$(PY_EXE) -m venv $(VENV)
@@ -86,6 +87,10 @@ bench-quick: build
 
 bench: build
 	$(MAKE) -C benchmarks full PYTHON=$(PYTHON)
+
+SOAK_MINUTES ?= 30
+soak: build
+	$(MAKE) -C benchmarks soak PYTHON=$(PYTHON) ARGS='--minutes $(SOAK_MINUTES)'
 
 clean:
 	rm -rf target dist .venv .venv-* python/swordfish/*.so
