@@ -8,6 +8,7 @@
 #   make wheels                   manylinux2014 wheels for CPython 3.10-3.13 and the sdist, in dist/
 #   make wheel-smoke              one wheel installed where there is no Rust, then used (CI runs it)
 #   make soak [SOAK_MINUTES=30]   a long mixed load with faults; RSS, descriptors and threads sampled
+#   make fuzz [FUZZ_SECONDS=60]   every fuzz target (fuzz/) for that long, with libFuzzer; CI runs 10 s each
 
 PYTHON ?= python3
 PY_EXE := $(shell tools/find-python $(PYTHON))
@@ -23,7 +24,7 @@ endif
 VPY := $(VENV)/bin/python
 export PYO3_PYTHON := $(abspath $(VPY))
 
-.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn autobahn-rsgi bench bench-quick clean wheels wheel-smoke soak
+.PHONY: run test test-deps build venv cargo-test pytest conformance autobahn autobahn-rsgi bench bench-quick clean wheels wheel-smoke soak fuzz
 
 $(VENV)/.deps: requirements-dev.txt
 	$(PY_EXE) -m venv $(VENV)
@@ -87,6 +88,10 @@ bench-quick: build
 
 bench: build
 	$(MAKE) -C benchmarks full PYTHON=$(PYTHON)
+
+FUZZ_SECONDS ?= 60
+fuzz: venv
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tools/fuzz.sh $(VPY)
 
 SOAK_MINUTES ?= 30
 soak: build

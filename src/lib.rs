@@ -7,6 +7,8 @@ mod call_args;
 mod clock;
 mod context;
 mod event_loop;
+#[cfg(fuzzing)]
+pub mod fuzzing;
 mod handles;
 mod http;
 mod metrics;

@@ -4,9 +4,9 @@
 //! content type, and the head; `serve` gives it to the connection, whose response path
 //! sends the body (a large file with `sendfile`).
 
-mod path;
+pub(crate) mod path;
 pub(in crate::http) mod serve;
-mod validators;
+pub(crate) mod validators;
 
 use super::head::{HeadBuilder, HeadRules, ResponseHead};
 use super::response::{format_date, push_status_line, reason};
