@@ -42,7 +42,7 @@ ROUTES = {
     "file": ("/fp", None), "io10": ("/io10", None), "io100": ("/io100", None),
 }
 # What native hyper serves of them.
-NATIVE_ROUTES = {"hello": "/", "b10k": "/10k"}
+NATIVE_ROUTES = {"hello": "/", "b10k": "/10k", "b100k": "/100k"}
 WIDE = ("b10k", "echo10k-iter")  # measured at every concurrency in --full
 
 

@@ -3,7 +3,8 @@
 //!
 //!     http-native --port PORT [--host 127.0.0.1]
 //!
-//! GET / -> "Hello, world!"; GET /10k -> 10240 bytes; POST /echo -> the
+//! GET / -> "Hello, world!"; GET /10k -> 10240 bytes; GET /100k -> 102400
+//! bytes (the RSGI suite's largest body); POST /echo -> the
 //! request body streamed back chunk by chunk (chunked, no content-length);
 //! anything else -> 404.
 
@@ -21,6 +22,7 @@ use bench_http::serve;
 
 static HELLO: &[u8] = b"Hello, world!";
 static TEN_K: [u8; 10240] = [b'x'; 10240];
+static HUNDRED_K: [u8; 102400] = [b'x'; 102400];
 
 type EchoBody = StreamBody<BodyStream<http_body_util::combinators::MapFrame<Incoming, DataOnly>>>;
 type DataOnly = fn(Frame<Bytes>) -> Frame<Bytes>;
@@ -65,6 +67,8 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
         fixed(StatusCode::OK, "text/plain", HELLO)
     } else if method == Method::GET && path == "/10k" {
         fixed(StatusCode::OK, "application/octet-stream", &TEN_K)
+    } else if method == Method::GET && path == "/100k" {
+        fixed(StatusCode::OK, "application/octet-stream", &HUNDRED_K)
     } else if method == Method::POST && path == "/echo" {
         echo(req.into_body())
     } else {
