@@ -20,7 +20,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from apps.serving import DEADLINE, read_rest, socket_to
+from apps.serving import DEADLINE, read_rest, read_until, socket_to
 from subprocessutil import children
 from test_http_workers import Served, alive, get, pids_seen
 from wsgiutil import WSGI_ENGINE
@@ -83,6 +83,8 @@ class Load:
         self.failures = []
         self.echoes = 0
         self.restarts = 0  # WebSocket closes with 1012
+        self.by_kind = {"kept alive": 0, "per request": 0}
+        self.connections = 0  # opened by the kept-alive clients (http.client reconnects)
         self.done = threading.Event()
         self.threads = ([threading.Thread(target=self._kept_alive) for _ in range(keep_alive)]
                         + [threading.Thread(target=self._per_request) for _ in range(per_request)]
@@ -102,10 +104,11 @@ class Load:
             t.join(DEADLINE)
         assert not any(t.is_alive() for t in self.threads), "a client is stuck"
 
-    def _answered(self, status, body):
+    def _answered(self, status, body, kind):
         with self.lock:
             if status == 200:
                 self.bodies.append(body)
+                self.by_kind[kind] += 1
             else:
                 self.failures.append((status, body))
 
@@ -114,13 +117,21 @@ class Load:
             self.failures.append(what)
 
     def _kept_alive(self):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=DEADLINE)
+        load = self
+
+        class Counted(http.client.HTTPConnection):
+            def connect(self):
+                super().connect()
+                with load.lock:
+                    load.connections += 1
+
+        conn = Counted("127.0.0.1", self.port, timeout=DEADLINE)
         try:
             while not self.done.is_set():
                 try:
                     conn.request("GET", "/")
                     response = conn.getresponse()
-                    self._answered(response.status, response.read())
+                    self._answered(response.status, response.read(), "kept alive")
                 except (OSError, http.client.HTTPException) as exc:
                     self._failed(repr(exc))
                     conn.close()
@@ -130,7 +141,7 @@ class Load:
     def _per_request(self):
         while not self.done.is_set():
             try:
-                self._answered(*get(self.port, "/"))
+                self._answered(*get(self.port, "/"), "per request")
             except OSError as exc:
                 self._failed(repr(exc))
 
@@ -200,6 +211,10 @@ def reload_under_load(srv, path, template, websockets):
     # Every WebSocket client heard 1012 once per worker it was on; none reconnected for
     # another reason (a failure above).
     assert load.restarts >= websockets
+    # The figures of docs/reliability.md (pytest -s shows them).
+    print(f"\nSIGHUP under load: {len(load.bodies)} requests answered ({load.by_kind['kept alive']} on "
+          f"{load.connections} kept-alive connections, {load.by_kind['per request']} one per connection), "
+          f"{load.echoes} WebSocket echoes, {load.restarts} closes with 1012, {len(load.failures)} failed")
     return load
 
 
@@ -251,16 +266,12 @@ def test_sighup_to_broken_code_leaves_the_old_workers_serving(tmp_path):
 def kept_alive_request(s, path="/"):
     """GET path on the kept-alive socket s: (status, body, whether the response said close)."""
     s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\n\r\n")
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.lower().split(b"\r\n") if line.startswith(b"content-length")))
+    head, _, body = read_until(s, b"\r\n\r\n").partition(b"\r\n\r\n")
+    fields = dict(line.split(b":", 1) for line in head.lower().split(b"\r\n")[1:])
+    length = int(fields[b"content-length"])
     while len(body) < length:
         chunk = s.recv(65536)
-        assert chunk, data
+        assert chunk, head
         body += chunk
     return int(head.split()[1]), body, b"connection: close" in head.lower()
 
@@ -382,11 +393,7 @@ def test_kill_9_fails_only_the_requests_in_flight_on_that_worker(tmp_path):
         for s, _ in flights:
             s.sendall(b"GET /slow?t=3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         for s, _ in flights:  # every request is in flight: its app has begun answering
-            data = b""
-            while b"begin\n" not in data:
-                chunk = s.recv(65536)
-                assert chunk, data
-                data += chunk
+            read_until(s, b"begin\n")
         victim = min(pids)
         predicted = sum(1 for _, pid in flights if pid == victim)
         killed = time.monotonic()

@@ -33,6 +33,7 @@ import json
 import os
 import random
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -288,15 +289,18 @@ class Faults:
 
 
 def growth(samples, warmup_s):
-    """Per measure: the mean of the last three samples against the mean of the first three
-    after the warm-up, in percent."""
+    """Per measure: the median of the last third of the samples after the warm-up against
+    the median of the first third, in percent. Medians of thirds, not single samples: the
+    descriptors count the connections open at that instant (±10 from one sample to the
+    next under this load), and the last samples catch the load generators' end."""
     after = [s for s in samples if s["t"] >= warmup_s]
     if len(after) < 6:
         return {}
+    third = len(after) // 3
     out = {}
     for key in ("rss_mib", "fds", "threads"):
-        first = sum(s[key] for s in after[:3]) / 3
-        last = sum(s[key] for s in after[-3:]) / 3
+        first = statistics.median(s[key] for s in after[:third])
+        last = statistics.median(s[key] for s in after[-third:])
         out[key] = {"first": round(first, 2), "last": round(last, 2), "max": max(s[key] for s in after),
                     "growth_pct": round((last - first) / first * 100, 2) if first else 0.0}
     return out
@@ -306,7 +310,16 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=30)
     p.add_argument("--warmup-minutes", type=float, default=None, help="default: a third of the run")
+    p.add_argument("--from-results", metavar="FILE", help="report a saved run again (the growth recomputed)")
     args = p.parse_args(argv)
+    if args.from_results:
+        with open(args.from_results) as f:
+            record = json.load(f)
+        warmup = record["meta"]["warmup_minutes"] * 60
+        record["growth"] = {name: growth([s for s in record["samples"] if s["server"] == name], warmup)
+                            for name in record["growth"]}
+        print(report(record))
+        return 0
     seconds = args.minutes * 60
     warmup = (args.warmup_minutes if args.warmup_minutes is not None else args.minutes / 3) * 60
     if oha_path() is None:
@@ -390,7 +403,7 @@ def report(record):
     m = record["meta"]
     lines = [f"Python {m['python']}, {m['cpu']}, commit {m['commit']}, {m['date']}: {m['minutes']:g} min, "
              f"warm-up {m['warmup_minutes']:g} min", "",
-             "| server | RSS MiB (first → last, max) | growth | descriptors | growth | threads | growth |",
+             "| server | RSS MiB (first → last third's median, max) | growth | descriptors | growth | threads | growth |",
              "|---|---|---:|---|---:|---|---:|"]
     for name, g in record["growth"].items():
         if not g:

@@ -327,17 +327,21 @@ def split_response(data):
     return status, body
 
 
+def read_until(s, marker, data=b""):
+    """What s gives, added to data, until marker is in it (a close first fails)."""
+    while marker not in data:
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    return data
+
+
 def start_in_flight(addr, path, timeout=DEADLINE):
     """Sends GET path and reads until the app has started answering ("begin\\n"): (the
     socket, what was read)."""
     s = socket_to(addr, timeout)
     s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-    data = b""
-    while b"begin\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, data
-        data += chunk
-    return s, data
+    return s, read_until(s, b"begin\n")
 
 
 def read_rest(s, data=b""):
