@@ -330,13 +330,13 @@ impl<W: World> Conn<W> {
     }
 
     /// Graceful shutdown of this connection: close now if idle, else after the response.
-    /// Draining (`Settings::draining`), an idle one is left to its next request or its
-    /// keep-alive timeout instead, and a response already under way keeps the connection
-    /// open as its head said. A new connection (no request yet) is not an idle keep-alive one: its client has a
-    /// request on the way, so it gets that one request (answered with `connection:
-    /// close`) if it arrives within `grace`. Closing it would drop a request sent in good
-    /// faith, e.g. to a worker that retires (--max-requests) while sharing the accept queue
-    /// with its replacement.
+    /// Draining (`drain`, a retiring worker), an idle one is left to its next request or
+    /// its keep-alive timeout instead, and a response already under way keeps the
+    /// connection open as its head said. A new connection (no request yet) is not an idle
+    /// keep-alive one: its client has a request on the way, so it gets that one request
+    /// (answered with `connection: close`) if it arrives within `grace`. Closing it would
+    /// drop a request sent in good faith, e.g. to a worker that retires while sharing the
+    /// accept queue with its replacement.
     pub fn shut_down(&mut self, drain: bool, grace: f64, acts: &mut Vec<Act<W>>) {
         self.shutdown = true;
         if self.lost() {
