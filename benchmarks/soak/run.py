@@ -311,6 +311,9 @@ def main(argv=None):
     p.add_argument("--minutes", type=float, default=30)
     p.add_argument("--warmup-minutes", type=float, default=None, help="default: a third of the run")
     p.add_argument("--from-results", metavar="FILE", help="report a saved run again (the growth recomputed)")
+    p.add_argument("--timeout-keep-alive", type=float, default=None,
+                   help="the servers' --timeout-keep-alive (default theirs, 5 s); longer than the run, no idle "
+                        "kept-alive connection is closed under a client")
     args = p.parse_args(argv)
     if args.from_results:
         with open(args.from_results) as f:
@@ -334,10 +337,11 @@ def main(argv=None):
         f.write(os.urandom(256 * 1024))
     tls = make_cert(tmp)
 
+    common = () if args.timeout_keep_alive is None else ("--timeout-keep-alive", f"{args.timeout_keep_alive:g}")
     servers = {
-        "asgi": Server("asgi", "soak_app:app", "--workers", "2", "--static-path-dir", static),
-        "wsgi": Server("wsgi", "soak_app:wsgi_app", "--interface", "wsgi", "--workers", "2"),
-        "tls": Server("tls", "soak_app:app", tls=tls),
+        "asgi": Server("asgi", "soak_app:app", "--workers", "2", "--static-path-dir", static, *common),
+        "wsgi": Server("wsgi", "soak_app:wsgi_app", "--interface", "wsgi", "--workers", "2", *common),
+        "tls": Server("tls", "soak_app:app", *common, tls=tls),
     }
     started = time.monotonic()
     try:
@@ -384,6 +388,7 @@ def main(argv=None):
                   if r.get("errors") or r.get("failed")}
     meta = {"python": sys.version.split()[0], "cpu": page.cpu_model(), "commit": page.git_commit(REPO),
             "date": time.strftime("%Y-%m-%d %H:%M"), "minutes": args.minutes, "warmup_minutes": warmup / 60,
+            "timeout_keep_alive": args.timeout_keep_alive,
             "capacity": cap, "elapsed_s": round(time.monotonic() - started)}
     record = {"meta": meta, "samples": samples, "growth": by_server, "loads": results, "faults": faults.counts,
               "fault_failures": faults.failures, "unexpected_5xx": unexpected_5xx, "unanswered": unanswered,
