@@ -1,7 +1,8 @@
 """The server's logging: its setup (`--log-level`, or a `--log-config` file instead), the
-reopening of its files on SIGUSR1 (`reopen_files`), and the access log: one line per request on the `swordfish.access` logger, in swordfish's own
-format or in one given with `--access-log-format`, spelled with gunicorn's atoms so that a
-gunicorn user's format works as it is.
+reopening of its files on SIGUSR1 (`reopen_files`), and the access log: one line per
+request on the `swordfish.access` logger, in swordfish's own format or in one given with
+`--access-log-format`, spelled with gunicorn's atoms so that a gunicorn user's format works
+as it is.
 
 The native server calls the access logger with (request, status, size, seconds, client): the
 request is the ASGI scope, a WSGI request (whose `log_view` gives the same keys), or None

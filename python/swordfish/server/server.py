@@ -494,15 +494,13 @@ class Server:
         # Polled, as on the loop's path; a connection busy at one look is shut down at the next.
         engine.shutdown()
         self._log_retiring(engine.connections)
-        while True:
-            engine.shutdown()
-            if not (engine.connections or state.active_requests):
-                break
+        while engine.connections or state.active_requests:
             if deadline is not None and loop.time() >= deadline:
                 logger.warning("graceful shutdown timed out: closing %d connections", engine.connections)
                 engine.abort()
                 break
             await asyncio.sleep(0.02)
+            engine.shutdown()
         self._stop_wsgi_threads(engine.stop)
         await self._close_servers()
 
