@@ -9,6 +9,8 @@ use _native::fuzzing::ChunkedDecoder;
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 
+mod pieces;
+
 const LIMIT: u64 = 1 << 20;
 
 #[derive(Arbitrary, Debug)]
@@ -71,16 +73,7 @@ fn reference(input: &[u8]) -> Option<(Vec<u8>, usize)> {
 
 fuzz_target!(|input: Input| {
     let whole = decode(&[&input.raw]);
-    let mut pieces = Vec::new();
-    let mut rest: &[u8] = &input.raw;
-    for &cut in &input.cuts {
-        let n = usize::from(cut) % (rest.len() + 1);
-        let (a, b) = rest.split_at(n);
-        pieces.push(a);
-        rest = b;
-    }
-    pieces.push(rest);
-    let split = decode(&pieces);
+    let split = decode(&pieces::split(&input.raw, &input.cuts));
     assert_eq!(whole, split, "fed in pieces, the decoder decoded otherwise");
     if let Ok((body, consumed, true)) = &whole {
         let (expected, used) = reference(&input.raw).expect("the reference decoder refuses a completed body");

@@ -9,6 +9,8 @@ use _native::fuzzing::{Inflate, Inflater, Message, MessageReader, Negotiated, Pr
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 
+mod pieces;
+
 #[derive(Arbitrary, Debug)]
 struct Input {
     raw: Vec<u8>,
@@ -69,19 +71,6 @@ fn read(pieces: &[&[u8]], max_size: usize, deflate: bool) -> Outcome {
     (messages, None)
 }
 
-fn split<'a>(bytes: &'a [u8], cuts: &[u16]) -> Vec<&'a [u8]> {
-    let mut pieces = Vec::new();
-    let mut rest = bytes;
-    for &cut in cuts {
-        let n = usize::from(cut) % (rest.len() + 1);
-        let (a, b) = rest.split_at(n);
-        pieces.push(a);
-        rest = b;
-    }
-    pieces.push(rest);
-    pieces
-}
-
 fn frame(out: &mut Vec<u8>, fin: bool, opcode: u8, payload: &[u8], key: [u8; 4]) {
     out.push(u8::from(fin) << 7 | opcode);
     match payload.len() {
@@ -102,12 +91,12 @@ fn frame(out: &mut Vec<u8>, fin: bool, opcode: u8, payload: &[u8], key: [u8; 4])
 fuzz_target!(|input: Input| {
     let max_size = usize::from(input.max_size) + 1;
     let whole = read(&[&input.raw], max_size, input.deflate);
-    let pieces = read(&split(&input.raw, &input.cuts), max_size, input.deflate);
+    let arriving = read(&pieces::split(&input.raw, &input.cuts), max_size, input.deflate);
     // The same messages, and the same failure after them. A message that is wrong in two
     // ways (too big, not UTF-8, corrupt DEFLATE) fails on whichever shows first in what
     // has arrived: then the codes may differ, but only between 1007 and 1009.
-    assert_eq!(whole.0, pieces.0, "fed in pieces, the reader read other messages");
-    match (whole.1, pieces.1) {
+    assert_eq!(whole.0, arriving.0, "fed in pieces, the reader read other messages");
+    match (whole.1, arriving.1) {
         (None, None) => {}
         (Some(a), Some(b)) if a.code == b.code => {}
         (Some(a), Some(b)) if [a.code, b.code].iter().all(|c| [1007, 1009].contains(c)) => {}
@@ -149,7 +138,7 @@ fuzz_target!(|input: Input| {
             };
         }
     }
-    let (messages, failed) = read(&split(&wire, &input.cuts), max_size, false);
+    let (messages, failed) = read(&pieces::split(&wire, &input.cuts), max_size, false);
     assert_eq!(messages, expected);
     match (failed, error) {
         (None, None) => {}
