@@ -5,8 +5,10 @@ mod allocator;
 mod asgi;
 mod call_args;
 mod clock;
+mod carrier;
 mod context;
 mod event_loop;
+mod http2;
 #[cfg(fuzzing)]
 pub mod fuzzing;
 mod handles;
@@ -50,13 +52,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transport::datagram::DatagramCore>()?;
     m.add_class::<transport::tls::TlsCore>()?;
     http::register(m)?;
+    http2::register(m)?;
     asgi::register(m)?;
     wsgi::register(m)?;
     rsgi::register(m)?;
     metrics::register(m)?;
     // The transport and the HTTP connection know nothing of what runs on them: the
     // native protocols and interfaces are wired here.
-    transport::native::register(vec![http::native_reader, ws::conn::native_reader]);
+    transport::native::register(vec![http::native_reader, http2::native_reader, ws::conn::native_reader]);
     http::dispatch::register(vec![
         asgi::app::AsgiDispatch::recognise,
         wsgi::app::WsgiDispatch::recognise,

@@ -2,14 +2,25 @@
 # Install the system packages the test suite needs beyond Python ones, from Debian:
 # `chromium`, for the real-browser WebSocket test (tests/test_ws_browser.py), and
 # `haproxy`, the load balancer in front for the PROXY protocol tests (tests/test_haproxy.py),
-# and `nginx`, the reverse proxy in front (tests/test_nginx.py).
+# `nginx`, the reverse proxy in front (tests/test_nginx.py), and `nghttp2-client`, whose
+# `nghttp` is an HTTP/2 client of tests/test_http2_clients.py; also h2spec, the HTTP/2
+# conformance suite (a Go module, built into tools/.bin/ with the machine's Go).
 # Idempotent and silent when everything is already there; as root it runs
 # `apt-get update` only when apt does not know the package yet (a fresh machine
 # has empty package lists), so a machine that has the lists does not refetch them.
 set -euo pipefail
 
-packages=(chromium haproxy nginx)  # Debian package names
-commands=(chromium haproxy nginx)  # what each package puts on PATH, to tell whether it is there
+packages=(chromium haproxy nginx nghttp2-client)  # Debian package names
+commands=(chromium haproxy nginx nghttp)  # what each package puts on PATH, to tell whether it is there
+
+# h2spec's own version is pinned; it has no go.mod, so Go picks its dependencies' versions.
+H2SPEC_VERSION=v2.2.1+incompatible
+bin="$(cd "$(dirname "$0")" && pwd)/.bin"
+if [ ! -x "$bin/h2spec" ]; then
+    echo "install-test-deps: building h2spec $H2SPEC_VERSION"
+    mkdir -p "$bin"
+    GOBIN="$bin" GOFLAGS=-mod=mod go install "github.com/summerwind/h2spec/cmd/h2spec@$H2SPEC_VERSION"
+fi
 
 missing=()
 for i in "${!packages[@]}"; do

@@ -5,10 +5,9 @@
 use super::http::{body_message, build_scope, disconnect_message};
 use super::websocket::websocket_scope;
 use crate::http::app_task::AppTasks;
-use crate::http::dispatch::{Dispatch, Served};
-use crate::http::link::Conn;
-use crate::http::parse::{is_unreserved_or_sub_delim, Head, Reject};
-use crate::http::protocol::HttpProtocol;
+use crate::http::dispatch::{Dispatch, RequestView, Served};
+use crate::http::parse::{is_unreserved_or_sub_delim, Reject};
+use crate::carrier::Carrier;
 use crate::sync::GilCell;
 use crate::ws::conn::WsSettings;
 use crate::ws::deflate::ServerConfig;
@@ -203,34 +202,35 @@ impl Dispatch for AsgiDispatch {
         }
     }
 
-    fn request(&self, py: Python<'_>, c: &Conn, head: &Head) -> Result<Served, Reject> {
+    fn request(&self, py: Python<'_>, view: &RequestView<'_>) -> Result<Served, Reject> {
         let app = self.0.get();
-        let scope = build_scope(py, app, c, head)?;
+        let head = view.head;
+        let scope = build_scope(py, app, view)?;
         if !app.ws_enabled || !head.upgrade {
             return Ok(Served { request: scope, upgrade: false });
         }
-        let buf = &c.rbuf;
-        let field = |r: &std::ops::Range<usize>| buf.get(r.clone()).unwrap_or_default();
-        let method = field(&head.method);
-        let headers = head.headers.iter().map(|(n, v)| (field(n), field(v)));
+        let method = view.field(&head.method);
+        let headers = head.headers.iter().map(|(n, v)| (view.field(n), view.field(v)));
         match check_upgrade(method, head.minor, headers) {
             Upgrade::NotWebSocket => Ok(Served { request: scope, upgrade: false }),
             Upgrade::Refused(r) => Err(Reject::Upgrade { status: r.status, field: refusal_fields(&r) }),
             Upgrade::Valid(u) => {
                 let dict = scope.bind(py).cast::<PyDict>().map_err(|_| Reject::BadRequest("scope"))?;
-                websocket_scope(py, dict, c.https, &u.subprotocols).map_err(|_| Reject::BadRequest("scope"))?;
+                websocket_scope(py, dict, view.https, &u.subprotocols).map_err(|_| Reject::BadRequest("scope"))?;
                 Ok(Served { request: scope, upgrade: true })
             }
         }
     }
 
-    fn start(&self, proto: &Bound<'_, HttpProtocol>, request: Py<PyAny>, gen: u64) -> PyResult<()> {
-        let py = proto.py();
-        let websocket = proto.get().lock(py)?.current(gen).is_some_and(|r| r.upgrade);
-        if websocket {
-            return super::websocket::start(self.0.bind(py), proto, request, gen);
+    fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()> {
+        if let (Some(proto), true) = (carrier.h1(), carrier.is_upgrade(py, gen)?) {
+            return super::websocket::start(self.0.bind(py), proto.bind(py), request, gen);
         }
-        super::start::start(self.0.bind(py), proto, request, gen)
+        super::start::start(py, self.0.bind(py), carrier, request, gen)
+    }
+
+    fn serves_http2(&self) -> bool {
+        true
     }
 
     fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {

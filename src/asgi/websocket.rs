@@ -10,6 +10,7 @@ use super::{ready, ready_none, ClientDisconnected};
 use crate::event_loop::create_future;
 use crate::http::app_task::task_exception;
 use crate::http::head::HeadBuilder;
+use crate::carrier::Carrier;
 use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{Part, RespondError, Responded};
 use crate::sync::GilCell;
@@ -113,14 +114,16 @@ pub fn start(app: &Bound<'_, AsgiApp>, proto: &Bound<'_, HttpProtocol>, scope: P
     )?;
     let receive = session.getattr(intern!(py, "receive"))?;
     let send = session.getattr(intern!(py, "send"))?;
+    let carrier = Carrier::H1(proto.clone().unbind());
     app.get().tasks.launch(
-        proto,
+        py,
+        &carrier,
         gen,
         (scope, receive, send),
         false,
         || session.getattr(intern!(py, "_task_done")),
         |_| Ok(()),
-        |exc| app_finished(proto, gen, Some(exc)),
+        |exc| app_finished(py, &carrier, gen, Some(exc)),
     )
 }
 
@@ -346,7 +349,7 @@ impl WsSession {
                 _ => {}
             }
         }
-        app_finished(this.proto.bind(py), this.gen, exc)
+        app_finished(py, &Carrier::H1(this.proto.clone_ref(py)), this.gen, exc)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -69,7 +69,9 @@ impl HttpProtocol {
                             t.call_method0(py, name)?;
                         }
                     }
-                    Act::World(LoopAct::Start(request, gen)) => state.dispatch.start(slf, request, gen)?,
+                    Act::World(LoopAct::Start(request, gen)) => {
+                        state.dispatch.start(py, &crate::carrier::Carrier::H1(slf.clone().unbind()), request, gen)?
+                    }
                     Act::World(LoopAct::Resolve(fut, value)) => {
                         let fut = fut.bind(py);
                         if !crate::tasks::is_done(fut)? {
@@ -104,6 +106,7 @@ impl HttpProtocol {
                             h.call_method0(py, intern!(py, "cancel"))?;
                         }
                     }
+                    Act::World(LoopAct::Http2(upgrade)) => super::protocol::hand_to_http2(slf, upgrade)?,
                     Act::World(LoopAct::Forget) => {
                         state.connections.bind(py).discard(slf)?;
                     }

@@ -4,7 +4,7 @@
 //! application's readiness awaitable (`Ready`) and the end of a task as the connection
 //! hears it.
 
-use super::protocol::HttpProtocol;
+use crate::carrier::Carrier;
 use crate::event_loop::LoopCore;
 use crate::pyutil::is_exit;
 use crate::sync::GilCell;
@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// task, so that one connection's pipeline does not hold the loop.
 const CHAIN_MAX: usize = 16;
 
-/// Requests waiting for an eager step to return: (protocol, request, request generation).
-pub type Chained = VecDeque<(Py<HttpProtocol>, Py<PyAny>, u64)>;
+/// Requests waiting for an eager step to return: (connection, request, request number).
+pub type Chained = VecDeque<(Carrier, Py<PyAny>, u64)>;
 
 /// How an interface starts its application's tasks.
 pub struct AppTasks {
@@ -78,8 +78,8 @@ impl AppTasks {
         // SAFETY: the cyclic GC runs with the GIL held.
         let py = unsafe { Python::assume_attached() };
         if let Some(chained) = self.chained.try_lock(py) {
-            for (proto, request, _) in chained.iter() {
-                visit.call(proto)?;
+            for (carrier, request, _) in chained.iter() {
+                carrier.traverse(&visit)?;
                 visit.call(request)?;
             }
         }
@@ -93,24 +93,24 @@ impl AppTasks {
     /// and its small responses leave in one write.
     pub fn start(
         &self,
-        proto: &Bound<'_, HttpProtocol>,
+        py: Python<'_>,
+        carrier: &Carrier,
         request: Py<PyAny>,
         gen: u64,
-        start_one: impl Fn(&Bound<'_, HttpProtocol>, Py<PyAny>, u64, bool) -> PyResult<()>,
+        start_one: impl Fn(&Carrier, Py<PyAny>, u64, bool) -> PyResult<()>,
     ) -> PyResult<()> {
-        let py = proto.py();
         if self.in_eager.load(Ordering::Relaxed) {
-            self.chained.lock(py)?.push_back((proto.clone().unbind(), request, gen));
+            self.chained.lock(py)?.push_back((carrier.clone_ref(py), request, gen));
             return Ok(());
         }
-        let mut result = start_one(proto, request, gen, true);
+        let mut result = start_one(carrier, request, gen, true);
         let mut started = 1;
         loop {
             let next = self.chained.lock(py)?.pop_front();
-            let Some((proto, request, gen)) = next else { break };
+            let Some((carrier, request, gen)) = next else { break };
             // After KeyboardInterrupt or SystemExit, the rest only get plain tasks.
             let eager = result.is_ok() && started < CHAIN_MAX;
-            let r = start_one(proto.bind(py), request, gen, eager);
+            let r = start_one(&carrier, request, gen, eager);
             started += 1;
             if result.is_ok() {
                 result = r;
@@ -148,7 +148,8 @@ impl AppTasks {
     #[allow(clippy::too_many_arguments)] // the three outcomes are the interface's, each a closure
     pub fn launch<'py>(
         &self,
-        proto: &Bound<'py, HttpProtocol>,
+        py: Python<'py>,
+        carrier: &Carrier,
         gen: u64,
         args: impl pyo3::call::PyCallArgs<'py>,
         eager: bool,
@@ -156,17 +157,13 @@ impl AppTasks {
         finished: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<()>,
         failed: impl FnOnce(Py<PyAny>) -> PyResult<()>,
     ) -> PyResult<()> {
-        let py = proto.py();
         match self.spawn(py, args, eager) {
             // An eagerly started task may be done already (a response that never waited):
             // then no done callback has to go through the ready queue.
             Ok(task) if eager && task.call_method0(intern!(py, "done"))?.is_truthy()? => finished(&task),
             Ok(task) => {
                 task.call_method1(intern!(py, "add_done_callback"), (on_done()?,))?;
-                if let Some(app) = proto.get().lock(py)?.objects.apps.iter_mut().find(|(g, _)| *g == gen) {
-                    app.1 = Some(task.unbind());
-                }
-                Ok(())
+                carrier.record_task(py, gen, task.unbind())
             }
             Err(e) => {
                 let r = failed(e.clone_ref(py).into_value(py).into_any());

@@ -38,6 +38,8 @@ pub struct HttpServerState {
     pub connections: Py<PySet>,
     /// What the connections read and count without Python objects.
     pub settings: Settings,
+    /// HTTP/2 is served (to an interface that serves it: `Dispatch::serves_http2`).
+    pub http2: Option<crate::http2::Settings>,
 }
 
 #[pymethods]
@@ -46,7 +48,7 @@ impl HttpServerState {
     #[new]
     #[pyo3(signature = (interface, loop_, *, logger, access_log, limit_request_line, limit_header_size,
         limit_request_field_size, limit_header_count, limit_body_size, limit_concurrency, timeout_header_read, timeout_keep_alive,
-        date_header, server_header, default_headers, proxy_protocol=None, metrics=None, static_files=None))]
+        date_header, server_header, default_headers, proxy_protocol=None, metrics=None, static_files=None, http2=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -68,6 +70,7 @@ impl HttpServerState {
         proxy_protocol: Option<Py<PyAny>>,
         metrics: Option<Py<MetricsSlot>>,
         static_files: Option<(String, PathBuf, Option<u64>, Py<PyAny>)>,
+        http2: Option<crate::http2::SettingsTuple>,
     ) -> PyResult<Self> {
         let dispatch = dispatch::recognise(interface)
             .ok_or_else(|| PyTypeError::new_err("interface must be one of swordfish's native interfaces"))?;
@@ -101,6 +104,7 @@ impl HttpServerState {
             }
             None => None,
         };
+        let http2 = http2.filter(|_| dispatch.serves_http2()).map(crate::http2::Settings::from);
         let has_access_log = access_log.is_some();
         let counters = metrics.as_ref().map(|m| m.get().shared());
         Ok(HttpServerState {
@@ -112,6 +116,7 @@ impl HttpServerState {
             logger,
             proxy_protocol,
             connections: PySet::empty(py)?.unbind(),
+            http2,
             settings: Settings {
                 limits: Limits {
                     request_line: limit_request_line,

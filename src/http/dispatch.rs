@@ -7,7 +7,7 @@
 
 use super::link::Conn;
 use super::parse::{Head, Reject};
-use super::protocol::HttpProtocol;
+use crate::carrier::Carrier;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 use std::any::Any;
@@ -22,10 +22,15 @@ pub trait Dispatch: Send + Sync + 'static {
 
     /// A request head is complete: what the interface serves it with (for ASGI, the
     /// scope). `Err`: the request is refused with that status.
-    fn request(&self, py: Python<'_>, c: &Conn, head: &Head) -> Result<Served, Reject>;
+    fn request(&self, py: Python<'_>, view: &RequestView<'_>) -> Result<Served, Reject>;
 
     /// Run the application for request `gen` (called with the connection unlocked).
-    fn start(&self, proto: &Bound<'_, HttpProtocol>, request: Py<PyAny>, gen: u64) -> PyResult<()>;
+    fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()>;
+
+    /// Whether the interface serves requests that come on HTTP/2 streams.
+    fn serves_http2(&self) -> bool {
+        false
+    }
 
     /// What a reader waiting for the request body gets: `data`, and whether more follows.
     fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>>;
@@ -39,12 +44,48 @@ pub trait Dispatch: Send + Sync + 'static {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// A request head as an interface reads it, whichever connection it came on: the head's
+/// ranges index `buf`.
+pub struct RequestView<'a> {
+    pub buf: &'a [u8],
+    pub head: &'a Head,
+    pub client: Option<&'a Py<PyAny>>,
+    pub server: Option<&'a Py<PyAny>>,
+    pub https: bool,
+    /// The request came on an HTTP/2 stream (its head then says HTTP/1.1).
+    pub h2: bool,
+}
+
+impl<'a> RequestView<'a> {
+    /// A request of an HTTP/1.x connection on the loop.
+    pub fn of(c: &'a Conn, head: &'a Head) -> Self {
+        RequestView {
+            buf: &c.rbuf,
+            head,
+            client: c.objects.client.as_ref(),
+            server: c.objects.server.as_ref(),
+            https: c.https,
+            h2: false,
+        }
+    }
+
+    pub fn field(&self, r: &std::ops::Range<usize>) -> &'a [u8] {
+        self.buf.get(r.clone()).unwrap_or_default()
+    }
+}
+
 /// A request as the interface will serve it.
 pub struct Served {
     /// What the interface starts the application with; also what the access log gets.
     pub request: Py<PyAny>,
     /// The interface takes the connection over if the application accepts (an upgrade).
     pub upgrade: bool,
+}
+
+/// What an interface that does not serve HTTP/2 raises if given an HTTP/2 stream (the
+/// server does not offer HTTP/2 to it: see `Dispatch::serves_http2`).
+pub fn not_http2() -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err("this interface does not serve HTTP/2")
 }
 
 /// Make the dispatcher of an interface object given to `HttpServerState`, if it is one.

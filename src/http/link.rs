@@ -61,4 +61,7 @@ pub enum LoopAct {
     /// Drop the connection from the server's set.
     Forget,
     LogError(String, Option<Py<PyAny>>),
+    /// The client speaks HTTP/2: the connection goes to an HTTP/2 protocol, with what was
+    /// read so far; after an h2c upgrade, with the request as stream 1's frames.
+    Http2(Option<Vec<u8>>),
 }

@@ -10,6 +10,9 @@
 //! run after unlocking, because a write may call `pause_writing` straight back.
 
 use super::config::HttpServerState;
+use super::dispatch::RequestView;
+use crate::http2::protocol::H2Protocol;
+use crate::http2::Preface;
 use super::conn::{Phase, TimerKind};
 use super::link::{Act, Conn, Link, LoopAct, Request};
 use super::parse::Reject;
@@ -64,6 +67,24 @@ impl HttpProtocol {
         let state = self.state.get();
         let st = &state.settings;
         loop {
+            if let (Some(h2), 0, false) = (&state.http2, c.gen, c.proxy_preface) {
+                match crate::http2::preface(&c.rbuf) {
+                    Preface::Partial => return Ok(()),
+                    Preface::Whole => {
+                        c.phase = Phase::Upgraded;
+                        c.stop_timer(acts);
+                        acts.push(Act::World(LoopAct::Http2(None)));
+                        return Ok(());
+                    }
+                    // `--http 2`: a client that does not speak HTTP/2 is not answered.
+                    Preface::No if h2.only => {
+                        c.close_after();
+                        acts.push(Act::Close);
+                        return Ok(());
+                    }
+                    Preface::No => {}
+                }
+            }
             match c.next(st, acts) {
                 Next::Wait | Next::BodyRefused => return Ok(()),
                 Next::Relayed { client, server } => {
@@ -74,6 +95,17 @@ impl HttpProtocol {
                     c.objects.server = state.dispatch.server_address(py, Some(address(server)?))?;
                 }
                 Next::Head(head) => {
+                    if let (Some(h2), true, false) = (&state.http2, head.upgrade, c.https) {
+                        let max_frame = h2.max_frame_size as usize;
+                        if let Some(frames) = crate::http2::upgrade::stream_one(&c.rbuf, &head, max_frame) {
+                            c.rbuf.drain(..head.len);
+                            c.phase = Phase::Upgraded;
+                            c.stop_timer(acts);
+                            acts.push(Act::Write(crate::http2::upgrade::SWITCHING.to_vec()));
+                            acts.push(Act::World(LoopAct::Http2(Some(frames))));
+                            return Ok(());
+                        }
+                    }
                     let head_method = c.is_head_method(&head);
                     if let Some(files) = &state.static_files {
                         match self.serve_static(py, c, files, &head, head_method, acts)? {
@@ -87,7 +119,7 @@ impl HttpProtocol {
                     // adding one. Older ones still running count.
                     let previous = usize::from(c.objects.apps.iter().any(|(g, _)| *g == c.gen));
                     let running = st.active_requests.load(Ordering::Relaxed).saturating_sub(previous);
-                    let served = match state.dispatch.request(py, c, &head) {
+                    let served = match state.dispatch.request(py, &RequestView::of(c, &head)) {
                         Ok(r) => r,
                         Err(r) => {
                             c.reject(st, r, None, head_method, acts);
@@ -152,6 +184,38 @@ impl HttpProtocol {
         c.objects.lost_waiters.push(waiter.clone_ref(py));
         Ok(true)
     }
+}
+
+/// Whether TLS's ALPN chose HTTP/2.
+fn alpn_h2(transport: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = transport.py();
+    let ssl = transport.call_method1(intern!(py, "get_extra_info"), ("ssl_object",))?;
+    if ssl.is_none() {
+        return Ok(false);
+    }
+    let chosen = ssl.call_method0(intern!(py, "selected_alpn_protocol"))?;
+    Ok(!chosen.is_none() && chosen.extract::<&str>()? == "h2")
+}
+
+/// Hand the connection to an HTTP/2 protocol, with the bytes read so far.
+pub fn hand_to_http2(slf: &Bound<'_, HttpProtocol>, upgrade: Option<Vec<u8>>) -> PyResult<()> {
+    let py = slf.py();
+    let this = slf.get();
+    let state = this.state.get();
+    let Some(settings) = &state.http2 else { return Ok(()) };
+    let (transport, data, client, server, https) = {
+        let mut c = this.lock(py)?;
+        let o = &mut c.objects;
+        let Some(transport) = o.transport.take() else { return Ok(()) };
+        o.write = None;
+        o.stream = None;
+        o.on_timer = None;
+        let (client, server) = (o.client.take(), o.server.take());
+        (transport, std::mem::take(&mut c.rbuf), client, server, c.https)
+    };
+    let h2 = Bound::new(py, H2Protocol::new(this.state.clone_ref(py), settings, client, server, https))?;
+    state.connections.bind(py).discard(slf)?;
+    H2Protocol::take_over(&h2, transport.bind(py), &data, upgrade)
 }
 
 /// Seconds a connection that has not sent its first request yet gets on graceful shutdown.
@@ -231,7 +295,11 @@ impl HttpProtocol {
             o.server = server;
             o.on_timer = Some(on_timer);
             c.set_timer(TimerKind::Header, st.timeout_header, &mut acts);
-            if st.shutting_down.load(Ordering::Relaxed) {
+            if https && state.http2.is_some() && alpn_h2(transport)? {
+                c.phase = Phase::Upgraded;
+                c.stop_timer(&mut acts);
+                acts.push(Act::World(LoopAct::Http2(None)));
+            } else if st.shutting_down.load(Ordering::Relaxed) {
                 // Accepted before the listener closed: its first request is served.
                 c.shutdown = true;
                 c.set_timer(TimerKind::Header, st.timeout_header.min(FIRST_REQUEST_GRACE), &mut acts);

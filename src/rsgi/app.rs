@@ -4,10 +4,10 @@
 
 use super::scope::Scope;
 use crate::http::app_task::AppTasks;
-use crate::http::dispatch::{Dispatch, Served};
-use crate::http::link::Conn;
-use crate::http::parse::{Head, Reject};
-use crate::http::protocol::HttpProtocol;
+use crate::http::dispatch::{Dispatch, RequestView, Served};
+use crate::http::parse::Reject;
+use crate::carrier::Carrier;
+use crate::http::dispatch::not_http2;
 use crate::ws::conn::WsSettings;
 use crate::ws::deflate::ServerConfig;
 use crate::ws::handshake::{check_upgrade, refusal_fields, Upgrade};
@@ -76,11 +76,12 @@ impl RsgiDispatch {
 }
 
 impl Dispatch for RsgiDispatch {
-    fn request(&self, py: Python<'_>, c: &Conn, head: &Head) -> Result<Served, Reject> {
+    fn request(&self, py: Python<'_>, view: &RequestView<'_>) -> Result<Served, Reject> {
         let app = self.0.get();
+        let head = view.head;
         let mut websocket = false;
         if app.ws_enabled && head.upgrade {
-            let field = |r: &std::ops::Range<usize>| c.rbuf.get(r.clone()).unwrap_or_default();
+            let field = |r: &std::ops::Range<usize>| view.field(r);
             let headers = head.headers.iter().map(|(n, v)| (field(n), field(v)));
             match check_upgrade(field(&head.method), head.minor, headers) {
                 Upgrade::NotWebSocket => {}
@@ -88,13 +89,13 @@ impl Dispatch for RsgiDispatch {
                 Upgrade::Valid(_) => websocket = true,
             }
         }
-        let scope = Scope::new(py, c, head, websocket)?;
+        let scope = Scope::new(py, view, websocket)?;
         let request = Py::new(py, scope).map_err(|_| Reject::BadRequest("scope"))?.into_any();
         Ok(Served { request, upgrade: websocket })
     }
 
-    fn start(&self, proto: &Bound<'_, HttpProtocol>, request: Py<PyAny>, gen: u64) -> PyResult<()> {
-        let py = proto.py();
+    fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()> {
+        let proto = carrier.h1().ok_or_else(not_http2)?.bind(py);
         let scope = request.bind(py).cast::<Scope>()?.clone();
         if scope.get().is_websocket() {
             return super::websocket::start(self.0.bind(py), proto, scope, gen);

@@ -11,6 +11,8 @@ use crate::event_loop::create_future;
 use crate::http::app_task::{ready, ready_none, task_exception};
 use crate::http::body::BodyRead;
 use crate::http::head::{HeadBuilder, ResponseHead};
+use crate::carrier::Carrier;
+use crate::http::dispatch::not_http2;
 use crate::http::protocol::HttpProtocol as Connection;
 use crate::http::respond::{AppEnd, OpenFile, Part, RespondError, Responded};
 use crate::http::ClientDisconnected;
@@ -53,8 +55,10 @@ pub fn start(
     scope: Bound<'_, Scope>,
     gen: u64,
 ) -> PyResult<()> {
-    app.get().tasks.start(conn, scope.into_any().unbind(), gen, |conn, scope, gen, eager| {
-        let py = conn.py();
+    let py = conn.py();
+    let carrier = Carrier::H1(conn.clone().unbind());
+    app.get().tasks.start(py, &carrier, scope.into_any().unbind(), gen, |carrier, scope, gen, eager| {
+        let Some(conn) = carrier.h1().map(|c| c.bind(py)) else { return Err(not_http2()) };
         let protocol = Bound::new(
             py,
             HttpProtocol {
@@ -65,7 +69,8 @@ pub fn start(
             },
         )?;
         app.get().tasks.launch(
-            conn,
+            py,
+            carrier,
             gen,
             (scope, &protocol),
             eager,

@@ -2,7 +2,7 @@
 //! copied once into a `RequestHead`, and every attribute is made from it when the app
 //! reads it, so an app that looks at the path and one header pays for those only.
 
-use crate::http::link::Conn;
+use crate::http::dispatch::RequestView;
 use crate::http::parse::{absolute_form, Head, Reject};
 use crate::http::target::{method_str, percent_decode, split_target};
 use crate::sync::GilCell;
@@ -126,13 +126,13 @@ pub struct Scope {
 }
 
 impl Scope {
-    pub fn new(py: Python<'_>, c: &Conn, head: &Head, websocket: bool) -> Result<Scope, Reject> {
+    pub fn new(py: Python<'_>, view: &RequestView<'_>, websocket: bool) -> Result<Scope, Reject> {
         Ok(Scope {
-            head: Arc::new(RequestHead::new(&c.rbuf, head)?),
+            head: Arc::new(RequestHead::new(view.buf, view.head)?),
             websocket,
-            https: c.https,
-            server: c.objects.server.as_ref().map(|s| s.clone_ref(py)),
-            client: c.objects.client.as_ref().map(|s| s.clone_ref(py)),
+            https: view.https,
+            server: view.server.map(|s| s.clone_ref(py)),
+            client: view.client.map(|s| s.clone_ref(py)),
             forwarded: GilCell::new(None),
             headers: PyOnceLock::new(),
         })

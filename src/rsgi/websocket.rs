@@ -8,6 +8,7 @@ use super::http::RSGI_APP_END;
 use super::scope::Scope;
 use super::{bytes_arg, ProtocolClosed, ProtocolError};
 use crate::http::app_task::{ready, ready_none, task_exception};
+use crate::carrier::Carrier;
 use crate::http::protocol::HttpProtocol as Connection;
 use crate::http::respond::RespondError;
 use crate::sync::GilCell;
@@ -102,7 +103,8 @@ pub fn start(
         },
     )?;
     app.get().tasks.launch(
-        conn,
+        py,
+        &Carrier::H1(conn.clone().unbind()),
         gen,
         (scope, &protocol),
         false,

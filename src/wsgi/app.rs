@@ -7,10 +7,10 @@ use super::bridge::{body_message, WsgiBridge};
 use super::exchange::{Exchange, Route};
 use super::pool::{AppContext, Pool};
 use super::request::WsgiRequest;
-use crate::http::dispatch::{Dispatch, Served};
-use crate::http::link::Conn;
-use crate::http::parse::{Head, Reject};
-use crate::http::protocol::HttpProtocol;
+use crate::http::dispatch::{Dispatch, RequestView, Served};
+use crate::http::parse::Reject;
+use crate::carrier::Carrier;
+use crate::http::dispatch::not_http2;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::{PyTraverseError, PyVisit};
@@ -75,14 +75,14 @@ impl WsgiDispatch {
 }
 
 impl Dispatch for WsgiDispatch {
-    fn request(&self, py: Python<'_>, c: &Conn, head: &Head) -> Result<Served, Reject> {
-        let request = WsgiRequest::new(py, c, head)?;
+    fn request(&self, py: Python<'_>, view: &RequestView<'_>) -> Result<Served, Reject> {
+        let request = WsgiRequest::new(py, view)?;
         let request = Py::new(py, request).map_err(|_| Reject::BadRequest("request"))?;
         Ok(Served { request: request.into_any(), upgrade: false })
     }
 
-    fn start(&self, proto: &Bound<'_, HttpProtocol>, request: Py<PyAny>, gen: u64) -> PyResult<()> {
-        let py = proto.py();
+    fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()> {
+        let proto = carrier.h1().ok_or_else(not_http2)?.bind(py);
         let request = request.into_bound(py).cast_into::<WsgiRequest>()?.unbind();
         let bridge = self.0.get().pool.bridge.clone_ref(py);
         let ex = Arc::new(Exchange::new(Route::Loop { proto: proto.clone().unbind(), bridge }, gen, request));

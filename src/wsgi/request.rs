@@ -3,7 +3,7 @@
 //! Python object but this one is made on the loop thread; the environ is built from it on
 //! the app thread (`environ`).
 
-use crate::http::link::Conn;
+use crate::http::dispatch::RequestView;
 use crate::http::parse::{Head, Reject};
 use crate::http::target::split_target;
 use pyo3::prelude::*;
@@ -26,10 +26,10 @@ pub struct WsgiRequest {
 
 impl WsgiRequest {
     /// The request of `head` (in `c`'s read buffer); refused if its target is not one.
-    pub fn new(py: Python<'_>, c: &Conn, head: &Head) -> Result<WsgiRequest, Reject> {
-        let client = c.objects.client.as_ref().map(|a| a.clone_ref(py));
-        let server = c.objects.server.as_ref().map(|a| a.clone_ref(py));
-        WsgiRequest::from_head(&c.rbuf, head, client, server, c.https)
+    pub fn new(py: Python<'_>, view: &RequestView<'_>) -> Result<WsgiRequest, Reject> {
+        let client = view.client.map(|a| a.clone_ref(py));
+        let server = view.server.map(|a| a.clone_ref(py));
+        WsgiRequest::from_head(view.buf, view.head, client, server, view.https)
     }
 
     /// The request of `head`, at the start of `rbuf`, from a connection with these

@@ -67,16 +67,30 @@ class _ConfigMethods:
             raise ValueError(f"the app must be callable (or an RSGI app with __rsgi__), got {app!r}")
         return app
 
-    def ssl_context(self):
-        """The server's TLS context (None: plain HTTP), made once. Raises OSError
-        (ssl.SSLError, FileNotFoundError, ...) for a certificate or key that cannot be loaded."""
+    def ssl_context(self, http2=False):
+        """The server's TLS context (None: plain HTTP), made once for each ALPN offer:
+        `http2`, the app is served HTTP/2 (see `serves_http2`). Raises OSError (ssl.SSLError,
+        FileNotFoundError, ...) for a certificate or key that cannot be loaded."""
         if self.ssl_certfile is None:
             return None
         if self._ssl is None:
-            self._ssl = self._make_ssl_context()
-        return self._ssl
+            self._ssl = {}
+        if http2 not in self._ssl:
+            self._ssl[http2] = self._make_ssl_context(http2)
+        return self._ssl[http2]
 
-    def _make_ssl_context(self):
+    def serves_http2(self, kind):
+        """Whether an app of this interface kind ("asgi", "wsgi", "rsgi") is served HTTP/2."""
+        return kind == "asgi" and self.http != "1"
+
+    def http2_settings(self):
+        """The HTTP/2 settings as the native server state takes them."""
+        return (self.http2_max_concurrent_streams, self.http2_initial_stream_window_size,
+                self.http2_initial_connection_window_size, self.http2_max_frame_size,
+                self.http2_max_headers_size, self.http2_max_send_buffer_size,
+                self.http2_keep_alive_interval, self.http2_keep_alive_timeout, self.http == "2")
+
+    def _make_ssl_context(self, http2):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_keyfile_password)
         if self.ssl_ca_certs is not None:
@@ -84,8 +98,14 @@ class _ConfigMethods:
         ctx.verify_mode = CERT_REQS[self.ssl_cert_reqs]
         if self.ssl_ciphers is not None:
             ctx.set_ciphers(self.ssl_ciphers)
-        # HTTP/1.1 only: a client offering h2 and http/1.1 in ALPN is told which one it gets.
-        ctx.set_alpn_protocols(["http/1.1"])
+        # A client that offers both gets h2 where the app is served HTTP/2 (RFC 7301: the
+        # server's order decides).
+        if not http2:
+            ctx.set_alpn_protocols(["http/1.1"])
+        elif self.http == "2":
+            ctx.set_alpn_protocols(["h2"])
+        else:
+            ctx.set_alpn_protocols(["h2", "http/1.1"])
         return ctx
 
     def default_headers(self):

@@ -241,6 +241,7 @@ class Server:
                 metrics=self.metrics,
                 static_files=(None if config.static_path_dir is None else
                               (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
+                http2=config.http2_settings() if config.serves_http2(kind) else None,
             )
             threaded = wsgi and self._threaded()
             if wsgi:
@@ -252,7 +253,7 @@ class Server:
                 publish = loop.create_task(self._publish_connections(gate))
             try:
                 await self._listen(loop, ConnectionFactory(state, self.multiprocess, gate), sockets,
-                                   config.ssl_context(), start_serving=not threaded)
+                                   config.ssl_context(config.serves_http2(kind)), start_serving=not threaded)
                 if threaded:
                     # The loop only bound the sockets: the engine's threads accept and serve.
                     for sock in self.sockets:

@@ -208,6 +208,30 @@ SETTINGS = [
     S("lifespan", str, "auto", "ASGI lifespan protocol (a WSGI app has none)", choices=("auto", "on", "off"),
       doc="the app's `state` is copied into each request's scope"),
     S("loop", str, "swordfish", "event loop", choices=("swordfish", "asyncio", "uvloop")),
+    S("http", str, "auto", "HTTP versions served: HTTP/1.1 and HTTP/2 (auto), HTTP/1.1 only (1) or HTTP/2 "
+      "only (2)", choices=("auto", "1", "2"),
+      doc="HTTP/2 over TLS is chosen by ALPN (`h2` offered before `http/1.1`); on a cleartext port by the "
+          "client's connection preface (h2c with prior knowledge, after a PROXY header too). ASGI apps are "
+          "served HTTP/2; WSGI and RSGI apps are served HTTP/1.1 whatever this says"),
+    S("http2_max_concurrent_streams", int, 200, "HTTP/2: most streams a client may have open at once",
+      least=1, most=2**31 - 1, doc="SETTINGS_MAX_CONCURRENT_STREAMS; each stream is a request, counted by "
+      "`--limit-concurrency`"),
+    S("http2_initial_stream_window_size", int, 1024 * 1024, "HTTP/2: a stream's receive window in bytes",
+      least=1, most=2**31 - 1, doc="how much of a request body the client may send before the app reads it"),
+    S("http2_initial_connection_window_size", int, 1024 * 1024,
+      "HTTP/2: the connection's receive window in bytes", least=65535, most=2**31 - 1),
+    S("http2_max_frame_size", int, 16384, "HTTP/2: largest frame payload a client may send, in bytes",
+      least=16384, most=2**24 - 1),
+    S("http2_max_headers_size", int, 32768, "HTTP/2: largest header list a client may send, in bytes "
+      "(decoded, with 32 bytes per field as RFC 9113 counts it)", least=1,
+      doc="SETTINGS_MAX_HEADER_LIST_SIZE; a larger one is refused with 431, as `--limit-header-size` "
+          "refuses an HTTP/1.1 head"),
+    S("http2_max_send_buffer_size", int, 400 * 1024, "HTTP/2: response bytes a stream may have queued "
+      "before its app's send waits", least=1),
+    S("http2_keep_alive_interval", float, None, "HTTP/2: seconds between PINGs to a client whose connection "
+      "is open", least=0, least_allowed=False, none_as="off", shown_default="off"),
+    S("http2_keep_alive_timeout", float, 20.0, "HTTP/2: seconds a PING's answer may take before the "
+      "connection is closed", least=0, least_allowed=False),
     S("access_log", bool, True, "one log line per request", doc="refused requests included"),
     S("access_log_format", str, None, "the access log line in gunicorn's atoms, e.g. "
       "'%(h)s \"%(r)s\" %(s)s %(b)s %(M)sms \"%(a)s\"'", metavar="FORMAT", normalise=_access_format,

@@ -4,7 +4,7 @@
 //! turned into response parts in `send`.
 
 use super::ClientDisconnected;
-use crate::http::protocol::HttpProtocol;
+use crate::carrier::Carrier;
 use crate::http::respond::AppEnd;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
@@ -22,13 +22,13 @@ pub use scope::build_scope;
 /// task): that saves an object per request.
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct Receive {
-    pub proto: Py<HttpProtocol>,
+    pub carrier: Carrier,
     pub gen: u64,
 }
 
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct Send {
-    pub proto: Py<HttpProtocol>,
+    pub carrier: Carrier,
     pub gen: u64,
 }
 
@@ -36,33 +36,32 @@ pub struct Send {
 impl Receive {
     #[pyo3(signature = (task=None))]
     fn __call__(&self, py: Python<'_>, task: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
-        let proto = self.proto.bind(py);
         if let Some(task) = task {
-            task_finished(proto, self.gen, task)?;
+            task_finished(py, &self.carrier, self.gen, task)?;
             return Ok(py.None());
         }
-        receive::receive(proto, self.gen)
+        receive::receive(py, &self.carrier, self.gen)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.proto)
+        self.carrier.traverse(&visit)
     }
 }
 
 #[pymethods]
 impl Send {
     fn __call__(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        send::send(self.proto.bind(py), self.gen, message)
+        send::send(py, &self.carrier, self.gen, message)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.proto)
+        self.carrier.traverse(&visit)
     }
 }
 
 /// The app's task is done: take its outcome (which also marks an exception as retrieved).
-pub fn task_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, task: &Bound<'_, PyAny>) -> PyResult<()> {
-    app_finished(proto, gen, crate::http::app_task::task_exception(task)?)
+pub fn task_finished(py: Python<'_>, carrier: &Carrier, gen: u64, task: &Bound<'_, PyAny>) -> PyResult<()> {
+    app_finished(py, carrier, gen, crate::http::app_task::task_exception(task)?)
 }
 
 const HTTP_APP_END: AppEnd = AppEnd {
@@ -72,8 +71,7 @@ const HTTP_APP_END: AppEnd = AppEnd {
 };
 
 /// The app's task ended (with `exc` if it raised).
-pub fn app_finished(proto: &Bound<'_, HttpProtocol>, gen: u64, exc: Option<Py<PyAny>>) -> PyResult<()> {
-    let py = proto.py();
+pub fn app_finished(py: Python<'_>, carrier: &Carrier, gen: u64, exc: Option<Py<PyAny>>) -> PyResult<()> {
     let disconnected = exc.as_ref().is_some_and(|e| e.bind(py).is_instance_of::<ClientDisconnected>());
-    HttpProtocol::app_finished(proto, gen, exc, disconnected, &HTTP_APP_END)
+    carrier.app_finished(py, gen, exc, disconnected, &HTTP_APP_END)
 }

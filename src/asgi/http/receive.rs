@@ -4,7 +4,7 @@
 use super::super::ready;
 use crate::event_loop::create_future;
 use crate::http::body::BodyRead;
-use crate::http::protocol::HttpProtocol;
+use crate::carrier::Carrier;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -24,10 +24,9 @@ pub fn body_message(py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAn
     Ok(d.into_any().unbind())
 }
 
-pub(super) fn receive(proto: &Bound<'_, HttpProtocol>, gen: u64) -> PyResult<Py<PyAny>> {
-    let py = proto.py();
-    let lp = proto.get().state.get().lp.bind(py);
-    match HttpProtocol::read_body(proto, gen, || Ok(create_future(lp)?.unbind()))? {
+pub(super) fn receive(py: Python<'_>, carrier: &Carrier, gen: u64) -> PyResult<Py<PyAny>> {
+    let lp = carrier.state().lp.bind(py);
+    match carrier.read_body(py, gen, || Ok(create_future(lp)?.unbind()))? {
         BodyRead::Now(msg) => ready(py, msg),
         BodyRead::Wait(fut) => Ok(fut),
     }

@@ -2,16 +2,16 @@
 //! client and server addresses.
 
 use super::super::app::AsgiApp;
-use crate::http::link::Conn;
-use crate::http::parse::{Head, Reject};
+use crate::http::dispatch::RequestView;
+use crate::http::parse::Reject;
 use crate::http::target::{method_str, percent_decode, split_target};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use std::borrow::Cow;
 
-pub fn build_scope(py: Python<'_>, state: &AsgiApp, c: &Conn, head: &Head) -> Result<Py<PyAny>, Reject> {
-    let buf = &c.rbuf;
+pub fn build_scope(py: Python<'_>, state: &AsgiApp, view: &RequestView<'_>) -> Result<Py<PyAny>, Reject> {
+    let (buf, head) = (view.buf, view.head);
     let method = &buf[head.method.clone()];
     let (raw_path, query) = split_target(&buf[head.target.clone()], method)?;
     let fail = |_e: PyErr| Reject::BadRequest("scope");
@@ -46,14 +46,16 @@ pub fn build_scope(py: Python<'_>, state: &AsgiApp, c: &Conn, head: &Head) -> Re
     let none = || py.None();
     let set = |k: &Bound<'_, PyString>, v: Bound<'_, PyAny>| scope.set_item(k, v).map_err(fail);
     // The template has HTTP/1.1, http, the shared server address, GET and no query.
-    if head.minor != 1 {
+    if view.h2 {
+        set(intern!(py, "http_version"), intern!(py, "2").clone().into_any())?;
+    } else if head.minor != 1 {
         set(intern!(py, "http_version"), intern!(py, "1.0").clone().into_any())?;
     }
-    if !state.is_shared_server(py, c.objects.server.as_ref()) {
-        set(intern!(py, "server"), c.objects.server.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
+    if !state.is_shared_server(py, view.server) {
+        set(intern!(py, "server"), view.server.map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
     }
-    set(intern!(py, "client"), c.objects.client.as_ref().map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
-    if c.https {
+    set(intern!(py, "client"), view.client.map_or_else(none, |s| s.clone_ref(py)).into_bound(py))?;
+    if view.https {
         set(intern!(py, "scheme"), intern!(py, "https").clone().into_any())?;
     }
     if method != b"GET" {

@@ -5,14 +5,13 @@
 use super::super::app::AsgiDispatch;
 use super::super::{ready_none, ClientDisconnected};
 use super::messages::{read_message, Message};
-use crate::http::protocol::HttpProtocol;
-use crate::http::respond::{Part, RespondError, Responded};
+use crate::carrier::Carrier;
+use crate::http::respond::{OpenFile, Part, RespondError, Responded};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 
-pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    let py = proto.py();
-    let state = proto.get().state.get();
+pub(super) fn send(py: Python<'_>, carrier: &Carrier, gen: u64, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let state = carrier.state();
     let msg = read_message(state, message)?;
     let type_name = msg.type_name();
     let mut path = None;
@@ -20,19 +19,26 @@ pub(super) fn send(proto: &Bound<'_, HttpProtocol>, gen: u64, message: &Bound<'_
         Message::Start { head, trailers } => Part::head(head, trailers),
         Message::Body { body, more } => Part::Body { body, more },
         Message::Trailers { fields, more } => Part::trailers(fields, more),
-        Message::PathSend { path: p, size } => {
-            path = Some(p);
-            Part::File { size, open: None }
-        }
+        Message::PathSend { path: p, size } => match carrier {
+            // An HTTP/2 stream reads the file into DATA frames itself.
+            Carrier::H2(_) => {
+                let file = std::fs::File::open(p.extract::<std::path::PathBuf>()?)?;
+                Part::File { size, open: Some(OpenFile { file, offset: 0, sender: py.None() }) }
+            }
+            Carrier::H1(_) => {
+                path = Some(p);
+                Part::File { size, open: None }
+            }
+        },
     };
-    match HttpProtocol::respond(proto, gen, part)? {
+    match carrier.respond(py, gen, part)? {
         Ok(Responded::Ready) => ready_none(py),
         Ok(Responded::Drain(fut)) => Ok(fut),
         Ok(Responded::File(transport, size)) => {
             let app = AsgiDispatch::app_of(state.dispatch.as_ref())
                 .ok_or_else(|| PyTypeError::new_err("not an ASGI server"))?;
             let t = transport.unwrap_or_else(|| py.None());
-            app.pathsend.call1(py, (proto, t, path, gen, size))
+            app.pathsend.call1(py, (carrier.object(py), t, path, gen, size))
         }
         Err(e) => Err(error(e, type_name)),
     }

@@ -68,7 +68,7 @@ impl HttpProtocol {
         let log = state
             .access_log
             .as_ref()
-            .map(|_| state.dispatch.request(py, c, head).map_or_else(|_| py.None(), |s| s.request));
+            .map(|_| state.dispatch.request(py, &crate::http::dispatch::RequestView::of(c, head)).map_or_else(|_| py.None(), |s| s.request));
         let reading = match head.framing {
             Framing::Length(0) => Reading::Done,
             Framing::Length(n) => Reading::Discard(BodyState::Length(n)),

@@ -1,0 +1,113 @@
+//! The connection a request came on, as the asyncio interfaces hold it: an HTTP/1.x
+//! connection (`HttpProtocol`, the request by its generation) or an HTTP/2 connection
+//! (`H2Protocol`, the request by its stream id). An interface gives its response parts,
+//! reads the body and reports its application's end through it, so that one interface
+//! serves both without a copy of its code.
+
+use crate::http::body::BodyRead;
+use crate::http::config::HttpServerState;
+use crate::http::protocol::HttpProtocol;
+use crate::http::respond::{AppEnd, Part, RespondError, Responded};
+use crate::http2::protocol::H2Protocol;
+use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
+
+pub enum Carrier {
+    H1(Py<HttpProtocol>),
+    H2(Py<H2Protocol>),
+}
+
+impl Carrier {
+    pub fn clone_ref(&self, py: Python<'_>) -> Carrier {
+        match self {
+            Carrier::H1(p) => Carrier::H1(p.clone_ref(py)),
+            Carrier::H2(p) => Carrier::H2(p.clone_ref(py)),
+        }
+    }
+
+    pub fn state(&self) -> &HttpServerState {
+        match self {
+            Carrier::H1(p) => p.get().state.get(),
+            Carrier::H2(p) => p.get().state.get(),
+        }
+    }
+
+    /// The protocol object (what Python code is given).
+    pub fn object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        match self {
+            Carrier::H1(p) => p.bind(py).clone().into_any(),
+            Carrier::H2(p) => p.bind(py).clone().into_any(),
+        }
+    }
+
+    /// The HTTP/1.x connection, if the request came on one.
+    pub fn h1(&self) -> Option<&Py<HttpProtocol>> {
+        match self {
+            Carrier::H1(p) => Some(p),
+            Carrier::H2(_) => None,
+        }
+    }
+
+    pub fn respond(&self, py: Python<'_>, gen: u64, part: Part<'_>) -> PyResult<Result<Responded, RespondError>> {
+        match self {
+            Carrier::H1(p) => HttpProtocol::respond(p.bind(py), gen, part),
+            Carrier::H2(p) => H2Protocol::respond(p.bind(py), gen, part),
+        }
+    }
+
+    /// The next body message of request `gen`, or `waiter()` registered to get it.
+    pub fn read_body(
+        &self,
+        py: Python<'_>,
+        gen: u64,
+        waiter: impl FnOnce() -> PyResult<Py<PyAny>>,
+    ) -> PyResult<BodyRead> {
+        match self {
+            Carrier::H1(p) => HttpProtocol::read_body(p.bind(py), gen, waiter),
+            Carrier::H2(p) => H2Protocol::read_body(p.bind(py), gen, waiter),
+        }
+    }
+
+    pub fn app_finished(
+        &self,
+        py: Python<'_>,
+        gen: u64,
+        exc: Option<Py<PyAny>>,
+        disconnected: bool,
+        words: &AppEnd,
+    ) -> PyResult<()> {
+        match self {
+            Carrier::H1(p) => HttpProtocol::app_finished(p.bind(py), gen, exc, disconnected, words),
+            Carrier::H2(p) => H2Protocol::app_finished(p.bind(py), gen, exc, disconnected, words),
+        }
+    }
+
+    /// The task running request `gen`'s application (graceful shutdown cancels it at
+    /// the timeout; an HTTP/2 stream reset by the client cancels it at once).
+    pub fn record_task(&self, py: Python<'_>, gen: u64, task: Py<PyAny>) -> PyResult<()> {
+        match self {
+            Carrier::H1(p) => {
+                if let Some(app) = p.get().lock(py)?.objects.apps.iter_mut().find(|(g, _)| *g == gen) {
+                    app.1 = Some(task);
+                }
+                Ok(())
+            }
+            Carrier::H2(p) => p.get().record_task(py, gen, task),
+        }
+    }
+
+    /// Whether request `gen` asks to switch protocols (an HTTP/1.1 WebSocket handshake).
+    pub fn is_upgrade(&self, py: Python<'_>, gen: u64) -> PyResult<bool> {
+        match self {
+            Carrier::H1(p) => Ok(p.get().lock(py)?.current(gen).is_some_and(|r| r.upgrade)),
+            Carrier::H2(_) => Ok(false),
+        }
+    }
+
+    pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            Carrier::H1(p) => visit.call(p),
+            Carrier::H2(p) => visit.call(p),
+        }
+    }
+}

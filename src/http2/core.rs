@@ -1,0 +1,561 @@
+//! An HTTP/2 server connection, free of Python objects: `h2` (framing, HPACK, the stream
+//! and connection state machines, flow control, the protocol's own limits) over an
+//! in-memory `Pipe`, and each stream's request body and response as an interface drives
+//! them. A driver pushes the client's bytes in, calls `drive` and handles the `Event`s,
+//! gives response parts to `respond`, and writes out what `take_output` returns.
+//!
+//! `h2` is futures-based. Here it is polled with a waker that only raises a flag: `drive`
+//! polls the connection and every stream until a pass raises none, so whatever `h2` wakes
+//! (a stream's new capacity, a frame to write) is polled within the same call.
+
+use super::pipe::Pipe;
+use super::writing::Writing;
+use bytes::Bytes;
+use h2::server::{Connection, Handshake, SendResponse};
+use h2::{Reason, RecvStream, SendStream};
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+/// The connection's settings (the `--http2-*` options).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub max_concurrent_streams: u32,
+    pub initial_stream_window_size: u32,
+    pub initial_connection_window_size: u32,
+    pub max_frame_size: u32,
+    pub max_headers_size: u32,
+    /// Response bytes a stream may have queued before its writer waits.
+    pub max_send_buffer_size: usize,
+    /// Extended CONNECT (RFC 8441), for WebSockets over HTTP/2.
+    pub connect_protocol: bool,
+}
+
+/// What the driver is told after `drive`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A request head arrived on stream `id` (see `Stream::request`).
+    Request(u32),
+    /// Body bytes, or the body's end, arrived for a stream whose reader waits.
+    Body(u32),
+    /// A stream's queued response fell under the send buffer's size: its writer goes on.
+    Writable(u32),
+    /// The stream was reset (by the client, or for a protocol error): nothing more is
+    /// read from or written to it.
+    Reset(u32),
+    /// The connection is over (both sides done, or a connection error was sent).
+    Closed,
+}
+
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+enum Phase {
+    Handshake(Handshake<Pipe, Bytes>),
+    Open(Connection<Pipe, Bytes>),
+    Closed,
+}
+
+/// How the response's end is to be sent, once the queue is out.
+enum End {
+    /// The response goes on.
+    No,
+    /// END_STREAM on the last DATA frame.
+    Data,
+    Trailers(http::HeaderMap),
+}
+
+/// What a reader of a stream's body gets.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BodyTake {
+    /// Bytes (perhaps none), and whether more follow.
+    Data(Vec<u8>, bool),
+    /// None yet: `Event::Body` when some come.
+    Wait,
+    /// The stream is over (its response is out, or it was reset).
+    Gone,
+}
+
+pub struct Stream {
+    /// The request head, until the driver takes it.
+    pub request: Option<http::request::Parts>,
+    recv: Option<RecvStream>,
+    /// Body bytes received and not yet taken by the application.
+    body: Vec<Bytes>,
+    body_len: usize,
+    /// The body ended (END_STREAM received, or the stream is gone).
+    body_ended: bool,
+    /// The application waits for body bytes: `Event::Body` when they come.
+    pub reader_waiting: bool,
+    respond: Option<SendResponse<Bytes>>,
+    send: Option<SendStream<Bytes>>,
+    queue: VecDeque<Bytes>,
+    queued: usize,
+    end: End,
+    /// The application waits for the queue to shrink: `Event::Writable` when it does.
+    pub writer_waiting: bool,
+    pub writing: Writing,
+    pub reset: bool,
+    /// A file as the body: read into the queue as it empties, this many bytes still.
+    pub file: Option<(std::fs::File, u64)>,
+}
+
+impl Stream {
+    fn new(request: http::request::Parts, recv: RecvStream, respond: SendResponse<Bytes>) -> Stream {
+        let body_ended = recv.is_end_stream();
+        Stream {
+            request: Some(request),
+            recv: (!body_ended).then_some(recv),
+            body: Vec::new(),
+            body_len: 0,
+            body_ended,
+            reader_waiting: false,
+            respond: Some(respond),
+            send: None,
+            queue: VecDeque::new(),
+            queued: 0,
+            end: End::No,
+            writer_waiting: false,
+            writing: Writing::Init,
+            reset: false,
+            file: None,
+        }
+    }
+
+    /// Whether the response's last byte is with `h2`.
+    fn response_sent(&self) -> bool {
+        self.respond.is_none() && self.send.is_none()
+    }
+}
+
+pub struct H2Core {
+    pipe: Pipe,
+    phase: Phase,
+    pub streams: HashMap<u32, Stream>,
+    pub config: Config,
+    flag: Arc<Flag>,
+    waker: Waker,
+    /// The connection error sent, if the connection ended with one.
+    pub error: Option<String>,
+    /// Keep-alive PINGs: the handle, and whether one awaits its answer.
+    ping: Option<h2::PingPong>,
+    ping_outstanding: bool,
+}
+
+/// Most passes one `drive` makes; each pass is made only because the one before woke
+/// something, so this bounds a bug, not the work.
+const MAX_PASSES: usize = 64;
+
+impl H2Core {
+    /// A connection whose client preface is still to come. `output_cap`: frames held for
+    /// the transport before `h2` has to wait.
+    pub fn new(config: Config, output_cap: usize) -> H2Core {
+        let pipe = Pipe::new(output_cap);
+        let mut b = h2::server::Builder::new();
+        b.max_concurrent_streams(config.max_concurrent_streams)
+            .initial_window_size(config.initial_stream_window_size)
+            .initial_connection_window_size(config.initial_connection_window_size)
+            .max_frame_size(config.max_frame_size)
+            .max_header_list_size(config.max_headers_size)
+            .max_send_buffer_size(config.max_send_buffer_size);
+        if config.connect_protocol {
+            b.enable_connect_protocol();
+        }
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        H2Core {
+            phase: Phase::Handshake(b.handshake(pipe.clone())),
+            pipe,
+            streams: HashMap::new(),
+            config,
+            flag,
+            waker,
+            error: None,
+            ping: None,
+            ping_outstanding: false,
+        }
+    }
+
+    /// Bytes from the client.
+    pub fn push(&mut self, data: &[u8]) {
+        self.pipe.lock().push(data);
+    }
+
+    /// The client closed its side.
+    pub fn push_eof(&mut self) {
+        self.pipe.lock().eof = true;
+    }
+
+    /// Frames for the transport.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.pipe.lock().outbound)
+    }
+
+    pub fn closed(&self) -> bool {
+        matches!(self.phase, Phase::Closed)
+    }
+
+    /// Poll the connection and its streams until nothing more moves.
+    pub fn drive(&mut self, events: &mut Vec<Event>) {
+        let waker = self.waker.clone();
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..MAX_PASSES {
+            self.flag.0.store(false, Ordering::Relaxed);
+            self.poll_connection(&mut cx, events);
+            self.poll_streams(&mut cx, events);
+            if !self.flag.0.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+    }
+
+    fn poll_connection(&mut self, cx: &mut Context<'_>, events: &mut Vec<Event>) {
+        if let Phase::Handshake(h) = &mut self.phase {
+            match Pin::new(h).poll(cx) {
+                Poll::Pending => return,
+                Poll::Ready(Ok(conn)) => self.phase = Phase::Open(conn),
+                Poll::Ready(Err(e)) => return self.close(Some(e), events),
+            }
+        }
+        let Phase::Open(conn) = &mut self.phase else { return };
+        if self.ping.is_none() {
+            self.ping = conn.ping_pong();
+        }
+        if let (true, Some(ping)) = (self.ping_outstanding, &mut self.ping) {
+            if let Poll::Ready(Ok(_)) = ping.poll_pong(cx) {
+                self.ping_outstanding = false;
+            }
+        }
+        loop {
+            match conn.poll_accept(cx) {
+                Poll::Pending => return,
+                Poll::Ready(Some(Ok((request, respond)))) => {
+                    let id = respond.stream_id().as_u32();
+                    let (parts, recv) = request.into_parts();
+                    self.streams.insert(id, Stream::new(parts, recv, respond));
+                    events.push(Event::Request(id));
+                }
+                Poll::Ready(Some(Err(e))) => return self.close(Some(e), events),
+                Poll::Ready(None) => return self.close(None, events),
+            }
+        }
+    }
+
+    fn close(&mut self, error: Option<h2::Error>, events: &mut Vec<Event>) {
+        // A connection error was sent as GOAWAY by `h2`; an I/O error means the client
+        // went away.
+        self.error = error.filter(|e| !e.is_io()).map(|e| e.to_string());
+        self.phase = Phase::Closed;
+        for (id, s) in self.streams.iter_mut() {
+            if !s.response_sent() || !s.body_ended {
+                s.reset = true;
+                s.body_ended = true;
+                s.recv = None;
+                s.respond = None;
+                s.send = None;
+                events.push(Event::Reset(*id));
+            }
+        }
+        events.push(Event::Closed);
+    }
+
+    fn poll_streams(&mut self, cx: &mut Context<'_>, events: &mut Vec<Event>) {
+        let mut done = Vec::new();
+        for (&id, s) in self.streams.iter_mut() {
+            if s.reset {
+                continue;
+            }
+            let reset = poll_body(s, cx) | poll_send(s, cx, self.config.max_send_buffer_size);
+            if reset {
+                s.reset = true;
+                s.body_ended = true;
+                s.recv = None;
+                s.respond = None;
+                s.send = None;
+                s.queue.clear();
+                s.queued = 0;
+                events.push(Event::Reset(id));
+                continue;
+            }
+            if s.reader_waiting && (s.body_len > 0 || s.body_ended) {
+                s.reader_waiting = false;
+                events.push(Event::Body(id));
+            }
+            if s.writer_waiting && s.queued < self.config.max_send_buffer_size {
+                s.writer_waiting = false;
+                events.push(Event::Writable(id));
+            }
+            if s.response_sent() && s.request.is_none() && !s.reader_waiting {
+                done.push(id);
+            }
+        }
+        for id in done {
+            // The response is with `h2`: the stream's body, if the app did not read it all,
+            // is `h2`'s to refuse (RST_STREAM NO_ERROR, RFC 9113 §8.1).
+            self.streams.remove(&id);
+        }
+    }
+
+    /// Body bytes received on stream `id` and not yet taken, and whether more follow.
+    /// Taking them returns their window to the client.
+    pub fn take_body(&mut self, id: u32) -> BodyTake {
+        let Some(s) = self.streams.get_mut(&id) else { return BodyTake::Gone };
+        if s.reset {
+            return BodyTake::Gone;
+        }
+        if s.body_len == 0 && !s.body_ended {
+            s.reader_waiting = true;
+            return BodyTake::Wait;
+        }
+        let mut data = Vec::with_capacity(s.body_len);
+        for b in s.body.drain(..) {
+            data.extend_from_slice(&b);
+        }
+        if let Some(recv) = &mut s.recv {
+            // Only fails for a stream already reset, which the next poll reports.
+            let _ = recv.flow_control().release_capacity(s.body_len);
+        }
+        s.body_len = 0;
+        self.flag.0.store(true, Ordering::Relaxed);
+        BodyTake::Data(data, !s.body_ended)
+    }
+
+    /// Whether stream `id`'s body has all arrived (or cannot come any more).
+    pub fn body_ended(&self, id: u32) -> bool {
+        self.streams.get(&id).is_none_or(|s| s.body_ended)
+    }
+
+    /// Send the response head of stream `id`; `end`: it has no body.
+    pub fn send_head(&mut self, id: u32, head: http::Response<()>, end: bool) -> Result<(), ()> {
+        let Some(s) = self.streams.get_mut(&id) else { return Err(()) };
+        let Some(mut respond) = s.respond.take() else { return Err(()) };
+        match respond.send_response(head, end) {
+            Ok(send) if !end => s.send = Some(send),
+            Ok(_) => {}
+            Err(_) => return Err(()),
+        }
+        self.flag.0.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Queue body bytes of stream `id`'s response; `end`: they are the last. Whether the
+    /// writer is to wait (the queue is over the send buffer's size) before sending more.
+    pub fn send_data(&mut self, id: u32, data: Bytes, end: bool) -> Result<bool, ()> {
+        let Some(s) = self.streams.get_mut(&id) else { return Err(()) };
+        if s.send.is_none() {
+            return Err(());
+        }
+        if !data.is_empty() {
+            s.queued += data.len();
+            s.queue.push_back(data);
+        }
+        if end {
+            s.end = End::Data;
+        }
+        let mut cx = Context::from_waker(&self.waker);
+        if poll_send(s, &mut cx, self.config.max_send_buffer_size) {
+            return Err(());
+        }
+        let wait = s.queued >= self.config.max_send_buffer_size;
+        if wait {
+            s.writer_waiting = true;
+        }
+        Ok(wait)
+    }
+
+    /// End stream `id`'s response with trailers, once its queued body is out.
+    pub fn send_trailers(&mut self, id: u32, fields: http::HeaderMap) -> Result<(), ()> {
+        let Some(s) = self.streams.get_mut(&id) else { return Err(()) };
+        if s.send.is_none() {
+            return Err(());
+        }
+        s.end = End::Trailers(fields);
+        let mut cx = Context::from_waker(&self.waker);
+        if poll_send(s, &mut cx, self.config.max_send_buffer_size) {
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// Reset stream `id` (the application failed after its head went out, or went away).
+    pub fn reset(&mut self, id: u32, reason: Reason) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            if let Some(r) = &mut s.respond {
+                r.send_reset(reason);
+            } else if let Some(send) = &mut s.send {
+                send.send_reset(reason);
+            }
+            s.respond = None;
+            s.send = None;
+            s.recv = None;
+            s.body_ended = true;
+            s.queue.clear();
+            s.queued = 0;
+            s.reset = true;
+        }
+        self.streams.remove(&id);
+        self.flag.0.store(true, Ordering::Relaxed);
+    }
+
+    /// The driver is done with stream `id`'s request head (and so, once the response is
+    /// out, with the stream).
+    pub fn request_taken(&mut self, id: u32) -> Option<http::request::Parts> {
+        self.streams.get_mut(&id)?.request.take()
+    }
+
+    /// GOAWAY with the last stream id: streams in flight finish, no new one is accepted.
+    pub fn graceful_shutdown(&mut self) {
+        if let Phase::Open(conn) = &mut self.phase {
+            conn.graceful_shutdown();
+            self.flag.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// GOAWAY with `reason` at once (a deadline passed).
+    pub fn abrupt_shutdown(&mut self, reason: Reason) {
+        if let Phase::Open(conn) = &mut self.phase {
+            conn.abrupt_shutdown(reason);
+            self.flag.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Send a keep-alive PING; false if none could be sent (the connection is not open).
+    pub fn send_ping(&mut self) -> bool {
+        let Some(ping) = &mut self.ping else { return false };
+        if ping.send_ping(h2::Ping::opaque()).is_err() {
+            return false;
+        }
+        self.ping_outstanding = true;
+        self.flag.0.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// A keep-alive PING awaits its answer.
+    pub fn ping_outstanding(&self) -> bool {
+        self.ping_outstanding
+    }
+
+    /// Streams open, from the connection's point of view.
+    pub fn has_streams(&self) -> bool {
+        !self.streams.is_empty()
+    }
+}
+
+/// Move what arrived of the stream's body into its buffer; true if the stream failed.
+fn poll_body(s: &mut Stream, cx: &mut Context<'_>) -> bool {
+    let Some(recv) = &mut s.recv else { return false };
+    loop {
+        match recv.poll_data(cx) {
+            Poll::Pending => return false,
+            Poll::Ready(Some(Ok(b))) => {
+                s.body_len += b.len();
+                s.body.push(b);
+            }
+            Poll::Ready(None) => {
+                s.body_ended = true;
+                s.recv = None;
+                return false;
+            }
+            Poll::Ready(Some(Err(_))) => return true,
+        }
+    }
+}
+
+/// Hand the queued response bytes to `h2` as the stream's window allows, then its end;
+/// true if the stream was reset.
+fn poll_send(s: &mut Stream, cx: &mut Context<'_>, max_buffer: usize) -> bool {
+    if let Some(respond) = &mut s.respond {
+        return matches!(respond.poll_reset(cx), Poll::Ready(_));
+    }
+    if s.send.is_none() {
+        return false;
+    }
+    if read_file(s, max_buffer).is_err() {
+        if let Some(send) = &mut s.send {
+            send.send_reset(Reason::INTERNAL_ERROR);
+        }
+        return true;
+    }
+    let Some(send) = &mut s.send else { return false };
+    while s.queued > 0 {
+        let mut room = send.capacity();
+        if room == 0 {
+            send.reserve_capacity(s.queued.min(max_buffer.max(1)));
+            match send.poll_capacity(cx) {
+                Poll::Ready(Some(Ok(n))) if n > 0 => room = n,
+                Poll::Ready(Some(Ok(_))) | Poll::Pending => break,
+                Poll::Ready(Some(Err(_))) | Poll::Ready(None) => return true,
+            }
+        }
+        let Some(front) = s.queue.front_mut() else { break };
+        let chunk = if front.len() <= room {
+            s.queue.pop_front().unwrap_or_default()
+        } else {
+            front.split_to(room)
+        };
+        s.queued -= chunk.len();
+        let last = s.queued == 0 && matches!(s.end, End::Data);
+        if send.send_data(chunk, last).is_err() {
+            return true;
+        }
+        if last {
+            s.send = None;
+            return false;
+        }
+    }
+    if s.queued == 0 {
+        match std::mem::replace(&mut s.end, End::No) {
+            End::No => {}
+            End::Data => {
+                if send.send_data(Bytes::new(), true).is_err() {
+                    return true;
+                }
+                s.send = None;
+                return false;
+            }
+            End::Trailers(fields) => {
+                if send.send_trailers(fields).is_err() {
+                    return true;
+                }
+                s.send = None;
+                return false;
+            }
+        }
+    }
+    matches!(send.poll_reset(cx), Poll::Ready(_))
+}
+
+/// Bytes of a file body read at a time.
+const FILE_CHUNK: usize = 64 * 1024;
+
+/// Top the stream's queue up from its file body, to the send buffer's size; the last
+/// piece read ends the response.
+fn read_file(s: &mut Stream, max_buffer: usize) -> std::io::Result<()> {
+    use std::io::Read;
+    let Some((file, left)) = &mut s.file else { return Ok(()) };
+    while s.queued < max_buffer.max(FILE_CHUNK) && *left > 0 {
+        let n = usize::try_from(*left).unwrap_or(usize::MAX).min(FILE_CHUNK);
+        let mut buf = vec![0u8; n];
+        file.read_exact(&mut buf)?;
+        *left -= n as u64;
+        s.queued += n;
+        s.queue.push_back(Bytes::from(buf));
+    }
+    if *left == 0 {
+        s.file = None;
+        s.end = End::Data;
+    }
+    Ok(())
+}

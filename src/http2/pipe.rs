@@ -1,0 +1,133 @@
+//! The in-memory I/O an HTTP/2 connection (`h2`) reads and writes: the client's bytes are
+//! pushed in as they arrive from the transport, and the frames `h2` writes are taken out
+//! and handed to the transport. `h2` polls it with tokio's I/O traits; nothing here needs
+//! a runtime. Writes are refused above a cap (`Pending`), as a socket's would be when its
+//! buffer is full: `h2` then stops reading frames that make it answer (PING, SETTINGS), so
+//! a client that sends them and never reads cannot grow the server's memory.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+#[derive(Default)]
+pub struct Buffers {
+    /// The client's bytes not yet read by `h2`, from `read_pos` on.
+    inbound: Vec<u8>,
+    read_pos: usize,
+    /// The client closed its side.
+    pub eof: bool,
+    /// Frames written by `h2`, for the transport.
+    pub outbound: Vec<u8>,
+    /// `outbound` takes no more once it holds this much.
+    pub cap: usize,
+}
+
+impl Buffers {
+    pub fn push(&mut self, data: &[u8]) {
+        if self.read_pos == self.inbound.len() {
+            self.inbound.clear();
+            self.read_pos = 0;
+        }
+        self.inbound.extend_from_slice(data);
+    }
+
+    /// Bytes pushed that `h2` has not read yet.
+    pub fn unread(&self) -> usize {
+        self.inbound.len() - self.read_pos
+    }
+}
+
+/// Both ends share the buffers: `h2` owns one `Pipe`, the connection keeps another.
+#[derive(Clone, Default)]
+pub struct Pipe(Arc<Mutex<Buffers>>);
+
+impl Pipe {
+    pub fn new(cap: usize) -> Self {
+        Pipe(Arc::new(Mutex::new(Buffers { cap, ..Buffers::default() })))
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Buffers> {
+        // Nothing panics while holding it; a poisoned lock still holds consistent buffers.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl AsyncRead for Pipe {
+    fn poll_read(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let mut b = self.lock();
+        let available = b.unread();
+        if available == 0 {
+            // The connection polls again after pushing more (`H2Core::drive`).
+            return if b.eof { Poll::Ready(Ok(())) } else { Poll::Pending };
+        }
+        let n = available.min(buf.remaining());
+        let start = b.read_pos;
+        buf.put_slice(&b.inbound[start..start + n]);
+        b.read_pos += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Pipe {
+    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let mut b = self.lock();
+        let room = b.cap.saturating_sub(b.outbound.len());
+        if room == 0 {
+            // The connection polls again once the transport took the output.
+            return Poll::Pending;
+        }
+        let n = room.min(data.len());
+        b.outbound.extend_from_slice(&data[..n]);
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    #[test]
+    fn reads_what_was_pushed_then_waits_then_ends() {
+        let mut pipe = Pipe::new(8);
+        let mut cx = Context::from_waker(Waker::noop());
+        pipe.lock().push(b"abc");
+        let mut space = [0u8; 2];
+        let mut buf = ReadBuf::new(&mut space);
+        assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_ready());
+        assert_eq!(buf.filled(), b"ab");
+        let mut space = [0u8; 8];
+        let mut buf = ReadBuf::new(&mut space);
+        assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_ready());
+        assert_eq!(buf.filled(), b"c");
+        let mut buf = ReadBuf::new(&mut space);
+        assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_pending());
+        pipe.lock().eof = true;
+        let mut buf = ReadBuf::new(&mut space);
+        assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_ready());
+        assert!(buf.filled().is_empty());
+    }
+
+    #[test]
+    fn writes_stop_at_the_cap() {
+        let mut pipe = Pipe::new(4);
+        let mut cx = Context::from_waker(Waker::noop());
+        match Pin::new(&mut pipe).poll_write(&mut cx, b"abcdef") {
+            Poll::Ready(Ok(n)) => assert_eq!(n, 4),
+            other => panic!("{other:?}"),
+        }
+        assert!(Pin::new(&mut pipe).poll_write(&mut cx, b"ef").is_pending());
+        pipe.lock().outbound.clear();
+        assert!(matches!(Pin::new(&mut pipe).poll_write(&mut cx, b"ef"), Poll::Ready(Ok(2))));
+    }
+}

@@ -1,0 +1,750 @@
+//! `H2Protocol`: the asyncio protocol of an HTTP/2 connection. It feeds the client's bytes
+//! to the connection's core (`core`), makes each new stream a request of the server's
+//! interface (the same `Dispatch` as HTTP/1.1, with the stream id as the request's
+//! number), and writes what the core answers. An HTTP/1.1 connection hands its transport
+//! over to it: on the client preface (h2c with prior knowledge) or when TLS chose `h2`.
+//!
+//! As in `HttpProtocol`, the state sits behind a lock never held across a call into
+//! Python: what calls out is collected as `Out`s and run after unlocking. Response parts
+//! an application gives while the connection runs its callbacks (`pumping`) are written
+//! when they return; one given later queues one `_flush` on the loop, so that the
+//! streams answered in one loop iteration leave in one write.
+
+use super::core::{BodyTake, Config, Event, H2Core};
+use super::request::Request;
+use crate::carrier::Carrier;
+use crate::http::config::HttpServerState;
+use crate::http::dispatch::RequestView;
+use crate::http::parse::Reject;
+use crate::sync::{GilCell, GilGuard};
+use crate::transport::stream::{write_via, Held, Hold, StreamCore};
+use crate::clock::monotonic;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+use pyo3::{intern, PyTraverseError, PyVisit};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// The Python side of a stream: its application's waiters and task, and what the access
+/// log and the metrics want.
+#[derive(Default)]
+pub struct StreamObjects {
+    /// Pending body reads (for ASGI, `receive()` calls), oldest first.
+    pub readers: Vec<Py<PyAny>>,
+    /// Writers waiting for the stream's queue (or the transport) to drain.
+    pub drain: Vec<Py<PyAny>>,
+    pub task: Option<Py<PyAny>>,
+    pub head_method: bool,
+    pub log: Option<Py<PyAny>>,
+    pub start: Option<f64>,
+    pub status: u16,
+    pub sent: u64,
+    /// The response's last part was given (its access log line is written).
+    pub recorded: bool,
+}
+
+impl H2Conn {
+    /// The client's bytes, to `h2`; after an h2c upgrade, held until its preface and
+    /// SETTINGS are in, which stream 1 follows. False if they are not a preface.
+    fn push(&mut self, data: &[u8]) -> bool {
+        if self.upgrade.is_none() {
+            self.core.push(data);
+            return true;
+        }
+        self.early.extend_from_slice(data);
+        match super::upgrade::preface_and_settings(&self.early) {
+            Err(()) => false,
+            Ok(None) => true,
+            Ok(Some(n)) => {
+                let early = std::mem::take(&mut self.early);
+                self.core.push(&early[..n]);
+                if let Some(frames) = self.upgrade.take() {
+                    self.core.push(&frames);
+                }
+                self.core.push(&early[n..]);
+                true
+            }
+        }
+    }
+}
+
+pub struct H2Conn {
+    pub core: H2Core,
+    pub transport: Option<Py<PyAny>>,
+    write: Option<Py<PyAny>>,
+    stream: Option<Py<StreamCore>>,
+    pub client: Option<Py<PyAny>>,
+    pub server: Option<Py<PyAny>>,
+    pub https: bool,
+    pub streams: HashMap<u32, StreamObjects>,
+    pub lost: bool,
+    pub writing_paused: bool,
+    /// The connection is running its callbacks: response parts are written at their end.
+    pub pumping: bool,
+    /// A `_flush` is queued on the loop.
+    flush_queued: bool,
+    /// The transport was asked to close (after the last frames).
+    closed: bool,
+    /// No longer among the server's connections.
+    forgotten: bool,
+    timer: Option<Py<PyAny>>,
+    /// When the last stream ended (for the keep-alive timeout).
+    pub idle_since: f64,
+    /// `--http2-keep-alive-interval`: the next PING, or the wait for its answer.
+    ping_timer: Option<Py<PyAny>>,
+    /// Waiting for the client to go (an RSGI app's `client_disconnect()`).
+    pub lost_waiters: Vec<Py<PyAny>>,
+    /// After an h2c upgrade: stream 1's frames, given to `h2` once the client's preface
+    /// and SETTINGS are in `early` (see `upgrade`).
+    upgrade: Option<Vec<u8>>,
+    early: Vec<u8>,
+}
+
+/// Work to do once the lock is released.
+pub enum Out {
+    /// Start the application of stream `id` with the interface's request.
+    Start(Py<PyAny>, u32),
+    Resolve(Py<PyAny>, Py<PyAny>),
+    /// These readers hear that the request is over.
+    Disconnect(Vec<Py<PyAny>>),
+    Cancel(Py<PyAny>),
+    AccessLog(Py<PyAny>, u16, u64, f64),
+    LogError(String, Option<Py<PyAny>>),
+    Close,
+    Forget,
+    QueueFlush,
+}
+
+#[pyclass(module = "swordfish._native", frozen)]
+pub struct H2Protocol {
+    pub state: Py<HttpServerState>,
+    pub conn: GilCell<H2Conn>,
+}
+
+/// Frames held for the transport before `h2` waits (see `pipe`).
+const OUTPUT_CAP: usize = 256 * 1024;
+
+/// The connection's settings from the server's.
+pub fn config(h: &super::Settings) -> Config {
+    Config {
+        max_concurrent_streams: h.max_concurrent_streams,
+        initial_stream_window_size: h.initial_stream_window_size,
+        initial_connection_window_size: h.initial_connection_window_size,
+        max_frame_size: h.max_frame_size,
+        max_headers_size: h.max_headers_size,
+        max_send_buffer_size: h.max_send_buffer_size,
+        connect_protocol: false,
+    }
+}
+
+impl H2Protocol {
+    pub fn lock(&self, py: Python<'_>) -> PyResult<GilGuard<'_, H2Conn>> {
+        self.conn.lock(py)
+    }
+
+    /// A protocol for a connection an HTTP/1.1 connection hands over, with its addresses.
+    pub fn new(
+        state: Py<HttpServerState>,
+        settings: &super::Settings,
+        client: Option<Py<PyAny>>,
+        server: Option<Py<PyAny>>,
+        https: bool,
+    ) -> Self {
+        let core = H2Core::new(config(settings), OUTPUT_CAP);
+        H2Protocol {
+            state,
+            conn: GilCell::new(H2Conn {
+                core,
+                transport: None,
+                write: None,
+                stream: None,
+                client,
+                server,
+                https,
+                streams: HashMap::new(),
+                lost: false,
+                writing_paused: false,
+                pumping: false,
+                flush_queued: false,
+                closed: false,
+                forgotten: false,
+                timer: None,
+                idle_since: monotonic(),
+                ping_timer: None,
+                lost_waiters: Vec::new(),
+                upgrade: None,
+                early: Vec::new(),
+            }),
+        }
+    }
+
+    /// Take the transport over: `data`, what the client sent so far, is read first;
+    /// `upgrade`: the frames of an h2c upgrade's request (see `upgrade`).
+    pub fn take_over(
+        slf: &Bound<'_, Self>,
+        transport: &Bound<'_, PyAny>,
+        data: &[u8],
+        upgrade: Option<Vec<u8>>,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        {
+            let mut c = this.lock(py)?;
+            c.upgrade = upgrade;
+            c.write = Some(transport.getattr(intern!(py, "write"))?.unbind());
+            c.stream = match transport.getattr_opt(intern!(py, "_core"))? {
+                Some(core) => core.cast_into::<StreamCore>().ok().map(Bound::unbind),
+                None => None,
+            };
+            c.transport = Some(transport.clone().unbind());
+        }
+        this.state.get().connections.bind(py).add(slf)?;
+        transport.call_method1(intern!(py, "set_protocol"), (slf,))?;
+        Self::pump(slf, Some(data))?;
+        let delay = this.state.get().settings.timeout_keep_alive;
+        Self::arm_idle(slf, delay)?;
+        if let Some(interval) = this.state.get().http2.as_ref().and_then(|h| h.keep_alive_interval) {
+            Self::arm_ping(slf, interval, "_on_ping")?;
+        }
+        Ok(())
+    }
+
+    fn arm_ping(slf: &Bound<'_, Self>, delay: f64, callback: &str) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        if this.lock(py)?.closed {
+            return Ok(());
+        }
+        let cb = slf.getattr(callback)?;
+        let h = this.state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        let old = this.lock(py)?.ping_timer.replace(h);
+        if let Some(old) = old {
+            old.call_method0(py, intern!(py, "cancel"))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes from the client (`data_received`, or swordfish's socket transport directly).
+    pub fn feed(slf: &Bound<'_, Self>, data: &[u8]) -> PyResult<()> {
+        Self::pump(slf, Some(data))
+    }
+
+    /// Run the connection: the client's `data`, then until nothing more moves — new
+    /// streams started, bodies handed to readers, responses written.
+    pub fn pump(slf: &Bound<'_, Self>, mut data: Option<&[u8]>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        loop {
+            let (outs, output) = {
+                let mut c = this.lock(py)?;
+                if c.closed && data.is_some() {
+                    return Ok(());
+                }
+                c.flush_queued = false;
+                if let Some(d) = data.take() {
+                    if let Some(m) = this.state.get().metrics() {
+                        m.received(d.len());
+                    }
+                    if !c.push(d) {
+                        c.closed = true;
+                        drop(c);
+                        return Self::run(slf, vec![Out::Close]);
+                    }
+                }
+                let mut events = Vec::new();
+                c.core.drive(&mut events);
+                let mut outs = Vec::new();
+                this.handle(py, &mut c, events, &mut outs)?;
+                let output = if c.writing_paused { Vec::new() } else { c.core.take_output() };
+                if c.core.closed() && !c.closed && !c.writing_paused {
+                    c.closed = true;
+                    outs.push(Out::Close);
+                }
+                c.pumping = true;
+                (outs, output)
+            };
+            let moved = !outs.is_empty() || !output.is_empty();
+            if !output.is_empty() {
+                this.write_out(py, output)?;
+            }
+            let r = Self::run(slf, outs);
+            this.lock(py)?.pumping = false;
+            r?;
+            if !moved {
+                return Ok(());
+            }
+        }
+    }
+
+    fn write_out(&self, py: Python<'_>, output: Vec<u8>) -> PyResult<()> {
+        if let Some(m) = self.state.get().metrics() {
+            m.sent(output.len() as u64);
+        }
+        let (core, w) = {
+            let c = self.lock(py)?;
+            (c.stream.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
+        };
+        write_via(py, core, w, Held::Owned(output), Some(Hold::IfSmall))
+    }
+
+    /// What the core's events ask of the driver.
+    fn handle(&self, py: Python<'_>, c: &mut H2Conn, events: Vec<Event>, outs: &mut Vec<Out>) -> PyResult<()> {
+        let state = self.state.get();
+        let st = &state.settings;
+        for event in events {
+            match event {
+                Event::Request(id) => self.begin(py, c, id, outs)?,
+                Event::Body(id) => {
+                    let Some(s) = c.streams.get_mut(&id) else { continue };
+                    while !s.readers.is_empty() {
+                        let w = s.readers.remove(0);
+                        if crate::tasks::is_done(w.bind(py))? {
+                            continue;
+                        }
+                        match c.core.take_body(id) {
+                            BodyTake::Data(data, more) => {
+                                outs.push(Out::Resolve(w, state.dispatch.body_message(py, &data, more)?));
+                            }
+                            BodyTake::Wait => s.readers.insert(0, w),
+                            BodyTake::Gone => outs.push(Out::Disconnect(vec![w])),
+                        }
+                        break;
+                    }
+                }
+                Event::Writable(id) => {
+                    if let Some(s) = c.streams.get_mut(&id) {
+                        for w in s.drain.drain(..) {
+                            outs.push(Out::Resolve(w, py.None()));
+                        }
+                    }
+                }
+                Event::Reset(id) => {
+                    let Some(s) = c.streams.get_mut(&id) else { continue };
+                    outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
+                    for w in s.drain.drain(..) {
+                        outs.push(Out::Resolve(w, py.None()));
+                    }
+                    // The client (or the protocol) gave up on the stream: its application
+                    // is told at once, not at its next write (CVE-2025-8671 makes a server
+                    // that keeps working for reset streams a target).
+                    if let Some(t) = s.task.take() {
+                        outs.push(Out::Cancel(t));
+                    }
+                    if !s.recorded {
+                        s.recorded = true;
+                        if let Some(out) = record(st, s, 499) {
+                            outs.push(out);
+                        }
+                    }
+                }
+                // The transport closes once the last frames are written (`pump`).
+                Event::Closed => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A new stream: the interface's request, then its application, or a refusal.
+    fn begin(&self, py: Python<'_>, c: &mut H2Conn, id: u32, outs: &mut Vec<Out>) -> PyResult<()> {
+        let state = self.state.get();
+        let st = &state.settings;
+        let Some(parts) = c.core.request_taken(id) else { return Ok(()) };
+        let request = Request::new(&parts, c.core.body_ended(id));
+        let head_method = parts.method == http::Method::HEAD;
+        let view = RequestView {
+            buf: &request.buf,
+            head: &request.head,
+            client: c.client.as_ref(),
+            server: c.server.as_ref(),
+            https: c.https,
+            h2: true,
+        };
+        let served = state.dispatch.request(py, &view);
+        let refusal = match &served {
+            Err(r) => Some(r.status()),
+            Ok(_) if st.active_requests.load(Ordering::Relaxed) >= st.limit_concurrency => {
+                Some(Reject::Unavailable.status())
+            }
+            Ok(_) => None,
+        };
+        let log = match (&served, &state.access_log) {
+            (Ok(s), Some(_)) => Some(s.request.clone_ref(py)),
+            _ => None,
+        };
+        let mut objects = StreamObjects {
+            head_method,
+            log,
+            start: st.timed().then(monotonic),
+            ..StreamObjects::default()
+        };
+        if let Some(status) = refusal {
+            let (head, body) = super::writing::simple(st, status, head_method);
+            objects.status = status;
+            objects.sent = body.len() as u64;
+            objects.recorded = true;
+            let part = super::writing::Part::Head { head, trailers: false };
+            let _ = c.core.respond(id, head_method, part);
+            let _ = c.core.respond(id, head_method, super::writing::Part::Body { data: body, more: false });
+            if let Some(out) = record(st, &mut objects, status) {
+                outs.push(out);
+            }
+            return Ok(());
+        }
+        let Ok(served) = served else { return Ok(()) };
+        st.active_requests.fetch_add(1, Ordering::Relaxed);
+        st.total_requests.fetch_add(1, Ordering::Relaxed);
+        c.streams.insert(id, objects);
+        outs.push(Out::Start(served.request, id));
+        Ok(())
+    }
+
+    /// Run the collected work; starting applications comes last, so that they find the
+    /// connection's state as the other work left it.
+    pub fn run(slf: &Bound<'_, Self>, mut outs: Vec<Out>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let state = this.state.get();
+        outs.sort_by_key(|o| matches!(o, Out::Start(..)));
+        for out in outs {
+            let r: PyResult<()> = (|| {
+                match out {
+                    Out::Start(request, id) => {
+                        let carrier = Carrier::H2(slf.clone().unbind());
+                        state.dispatch.start(py, &carrier, request, u64::from(id))?;
+                    }
+                    Out::Resolve(fut, value) => {
+                        let fut = fut.bind(py);
+                        if !crate::tasks::is_done(fut)? {
+                            crate::tasks::set_result(fut, value.bind(py))?;
+                        }
+                    }
+                    Out::Disconnect(readers) => {
+                        for w in readers {
+                            let w = w.bind(py);
+                            if !crate::tasks::is_done(w)? {
+                                let msg = state.dispatch.disconnect_message(py, false)?;
+                                crate::tasks::set_result(w, msg.bind(py))?;
+                            }
+                        }
+                    }
+                    Out::Cancel(task) => {
+                        task.call_method1(py, intern!(py, "cancel"), ("the client reset the stream",))?;
+                    }
+                    Out::AccessLog(request, status, size, secs) => {
+                        if let Some(log) = &state.access_log {
+                            log.call1(py, (request, status, size, secs, py.None()))?;
+                        }
+                    }
+                    Out::LogError(msg, exc) => {
+                        let kwargs = pyo3::types::PyDict::new(py);
+                        if let Some(e) = exc {
+                            kwargs.set_item("exc_info", e)?;
+                        }
+                        state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
+                    }
+                    Out::Close => {
+                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+                        if let Some(t) = t {
+                            t.call_method0(py, intern!(py, "close"))?;
+                        }
+                    }
+                    Out::Forget => {
+                        let forget = {
+                            let mut c = this.lock(py)?;
+                            !std::mem::replace(&mut c.forgotten, true)
+                        };
+                        if forget {
+                            state.connections.bind(py).discard(slf)?;
+                        }
+                    }
+                    Out::QueueFlush => {
+                        let cb = slf.getattr(intern!(py, "_flush"))?;
+                        state.lp.call_method1(py, intern!(py, "call_soon"), (cb,))?;
+                    }
+                }
+                Ok(())
+            })();
+            crate::pyutil::report_step(py, r, slf.as_any())?;
+        }
+        Ok(())
+    }
+
+    /// After a change made outside `pump` (a response part, a body read): write it at the
+    /// end of this loop iteration, once for all streams.
+    pub fn changed(c: &mut H2Conn, outs: &mut Vec<Out>) {
+        if !c.pumping && !c.flush_queued && !c.lost {
+            c.flush_queued = true;
+            outs.push(Out::QueueFlush);
+        }
+    }
+
+    pub fn record_task(&self, py: Python<'_>, id: u64, task: Py<PyAny>) -> PyResult<()> {
+        let mut c = self.lock(py)?;
+        if let Some(s) = c.streams.get_mut(&(id as u32)) {
+            s.task = Some(task);
+        }
+        Ok(())
+    }
+
+    /// With no stream open, the connection closes after the keep-alive timeout.
+    fn arm_idle(slf: &Bound<'_, Self>, delay: f64) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let old = {
+            let mut c = this.lock(py)?;
+            if c.lost || c.closed {
+                return Ok(());
+            }
+            c.timer.take()
+        };
+        if let Some(h) = old {
+            h.call_method0(py, intern!(py, "cancel"))?;
+        }
+        let cb = slf.getattr(intern!(py, "_on_idle"))?;
+        let h = this.state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        this.lock(py)?.timer = Some(h);
+        Ok(())
+    }
+}
+
+/// The access log line and the metrics of a stream's response, once.
+pub fn record(st: &crate::http::settings::Settings, s: &mut StreamObjects, status: u16) -> Option<Out> {
+    let start = s.start.take()?;
+    let seconds = monotonic() - start;
+    if let Some(m) = st.metrics() {
+        m.response(status, seconds);
+    }
+    s.log.take().map(|log| Out::AccessLog(log, status, s.sent, seconds))
+}
+
+#[pymethods]
+impl H2Protocol {
+    fn connection_made(&self, _transport: &Bound<'_, PyAny>) {}
+
+    fn data_received(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        match data.cast::<PyBytes>() {
+            Ok(b) => Self::feed(slf, b.as_bytes()),
+            Err(_) => Self::feed(slf, &data.extract::<Vec<u8>>()?),
+        }
+    }
+
+    /// The client closed its side: the connection is over once `h2` has read what came.
+    fn eof_received(slf: &Bound<'_, Self>) -> PyResult<Option<bool>> {
+        slf.get().lock(slf.py())?.core.push_eof();
+        Self::pump(slf, None)?;
+        Ok(None)
+    }
+
+    fn connection_lost(slf: &Bound<'_, Self>, _exc: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut outs = Vec::new();
+        let dropped = {
+            let mut c = this.lock(py)?;
+            c.lost = true;
+            c.closed = true;
+            for s in c.streams.values_mut() {
+                outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
+                for w in s.drain.drain(..) {
+                    outs.push(Out::Resolve(w, py.None()));
+                }
+            }
+            for w in std::mem::take(&mut c.lost_waiters) {
+                outs.push(Out::Resolve(w, py.None()));
+            }
+            if let Some(m) = this.state.get().metrics() {
+                m.connection_closed();
+            }
+            // Kept among the server's connections while an application runs, so that a
+            // graceful shutdown waits for it.
+            if c.streams.is_empty() {
+                outs.push(Out::Forget);
+            }
+            (c.transport.take(), c.write.take(), c.stream.take(), c.timer.take(), c.ping_timer.take())
+        };
+        for t in [&dropped.3, &dropped.4].into_iter().flatten() {
+            t.call_method0(py, intern!(py, "cancel"))?;
+        }
+        drop(dropped);
+        Self::run(slf, outs)
+    }
+
+    fn pause_writing(&self, py: Python<'_>) -> PyResult<()> {
+        self.lock(py)?.writing_paused = true;
+        Ok(())
+    }
+
+    fn resume_writing(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let mut outs = Vec::new();
+        {
+            let mut c = slf.get().lock(py)?;
+            c.writing_paused = false;
+            for s in c.streams.values_mut() {
+                for w in s.drain.drain(..) {
+                    outs.push(Out::Resolve(w, py.None()));
+                }
+            }
+        }
+        Self::run(slf, outs)?;
+        Self::pump(slf, None)
+    }
+
+    /// Write what the streams gave since the last time (queued by `changed`).
+    fn _flush(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::pump(slf, None)
+    }
+
+    /// The keep-alive timeout ran out: closed if no stream opened meanwhile.
+    fn _on_idle(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let timeout = slf.get().state.get().settings.timeout_keep_alive;
+        let left = {
+            let mut c = slf.get().lock(py)?;
+            c.timer = None;
+            if c.lost || c.closed {
+                return Ok(());
+            }
+            if c.core.has_streams() || !c.streams.is_empty() {
+                timeout
+            } else {
+                c.idle_since + timeout - monotonic()
+            }
+        };
+        if left > 0.0 {
+            return Self::arm_idle(slf, left);
+        }
+        // One GOAWAY with the last stream taken: with none in flight there is nothing for
+        // a PING to settle (a request crossing it has a higher id, which the client may
+        // send again on a new connection).
+        slf.get().lock(py)?.core.abrupt_shutdown(h2::Reason::NO_ERROR);
+        Self::pump(slf, None)?;
+        let t = {
+            let mut c = slf.get().lock(py)?;
+            c.closed = true;
+            c.transport.as_ref().map(|t| t.clone_ref(py))
+        };
+        if let Some(t) = t {
+            t.call_method0(py, intern!(py, "close"))?;
+        }
+        Ok(())
+    }
+
+    /// `--http2-keep-alive-interval` passed: a PING, whose answer is waited for.
+    fn _on_ping(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let sent = slf.get().lock(slf.py())?.core.send_ping();
+        if !sent {
+            return Ok(());
+        }
+        Self::pump(slf, None)?;
+        let h = slf.get().state.get().http2.as_ref().map(|h| h.keep_alive_timeout);
+        Self::arm_ping(slf, h.unwrap_or(20.0), "_on_ping_timeout")
+    }
+
+    /// A PING's answer was due: a client that did not give it is gone.
+    fn _on_ping_timeout(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (outstanding, t) = {
+            let c = slf.get().lock(py)?;
+            (c.core.ping_outstanding(), c.transport.as_ref().map(|t| t.clone_ref(py)))
+        };
+        if outstanding {
+            if let Some(t) = t {
+                t.call_method0(py, intern!(py, "abort"))?;
+            }
+            return Ok(());
+        }
+        let h2 = slf.get().state.get().http2.as_ref().map(|h| (h.keep_alive_interval, h.keep_alive_timeout));
+        if let Some((Some(interval), timeout)) = h2 {
+            Self::arm_ping(slf, (interval - timeout).max(0.0), "_on_ping")?;
+        }
+        Ok(())
+    }
+
+    /// Graceful shutdown: GOAWAY with the last stream id; the streams in flight finish,
+    /// then the connection closes.
+    fn shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
+        slf.get().lock(slf.py())?.core.graceful_shutdown();
+        Self::pump(slf, None)
+    }
+
+    /// Close at once (the graceful timeout ran out).
+    fn abort(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let t = {
+            let mut c = slf.get().lock(py)?;
+            c.core.abrupt_shutdown(h2::Reason::NO_ERROR);
+            c.transport.as_ref().map(|t| t.clone_ref(py))
+        };
+        Self::pump(slf, None)?;
+        if let Some(t) = t {
+            t.call_method0(py, intern!(py, "abort"))?;
+        }
+        Ok(())
+    }
+
+    /// Cancel the application tasks still running on this connection (the graceful
+    /// timeout ran out) and return them.
+    fn cancel_tasks(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let tasks: Vec<Py<PyAny>> =
+            self.lock(py)?.streams.values().filter_map(|s| s.task.as_ref().map(|t| t.clone_ref(py))).collect();
+        for t in &tasks {
+            t.call_method1(py, intern!(py, "cancel"), ("the server's graceful shutdown timed out",))?;
+        }
+        Ok(tasks)
+    }
+
+    /// Whether a stream is being served (for the server's shutdown).
+    #[getter]
+    fn busy(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(!self.lock(py)?.streams.is_empty())
+    }
+
+    /// The client's and the server's addresses, as the interfaces have them.
+    #[getter]
+    fn addresses(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        let c = self.lock(py)?;
+        let none = || py.None();
+        let client = c.client.as_ref().map_or_else(none, |a| a.clone_ref(py));
+        let server = c.server.as_ref().map_or_else(none, |a| a.clone_ref(py));
+        Ok(PyTuple::new(py, [client, server])?.unbind())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // SAFETY: the cyclic GC runs with the GIL held.
+        let py = unsafe { Python::assume_attached() };
+        visit.call(&self.state)?;
+        if let Some(c) = self.conn.try_lock(py) {
+            visit.call(&c.transport)?;
+            visit.call(&c.write)?;
+            visit.call(&c.stream)?;
+            visit.call(&c.client)?;
+            visit.call(&c.server)?;
+            visit.call(&c.timer)?;
+            visit.call(&c.ping_timer)?;
+            for w in &c.lost_waiters {
+                visit.call(w)?;
+            }
+            for s in c.streams.values() {
+                for w in s.readers.iter().chain(&s.drain) {
+                    visit.call(w)?;
+                }
+                visit.call(&s.task)?;
+                visit.call(&s.log)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self, py: Python<'_>) {
+        if let Some(mut c) = self.conn.try_lock(py) {
+            c.streams.clear();
+            c.transport = None;
+            c.write = None;
+            c.stream = None;
+            c.timer = None;
+            c.ping_timer = None;
+            c.lost_waiters.clear();
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! An HTTP/2 request head as the interfaces read a request head: one buffer holding the
+//! method, the target and the fields, with a `Head` of ranges into it, as the HTTP/1.1
+//! parser makes it. So the interfaces build their scopes from HTTP/2 requests with the
+//! code they use for HTTP/1.1. As RFC 9113 §8.3.1 has it for a request passed on to
+//! HTTP/1.1: `:authority` becomes a leading `host` field when the request has none, and
+//! the `cookie` fields are joined with "; " (§8.2.3).
+
+use crate::http::parse::{Framing, Head};
+use std::ops::Range;
+
+/// The request's buffer and head.
+pub struct Request {
+    pub buf: Vec<u8>,
+    pub head: Head,
+}
+
+fn push(buf: &mut Vec<u8>, bytes: &[u8]) -> Range<usize> {
+    let start = buf.len();
+    buf.extend_from_slice(bytes);
+    start..buf.len()
+}
+
+impl Request {
+    pub fn new(parts: &http::request::Parts, end_stream: bool) -> Request {
+        let size = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len()).sum::<usize>() + 64;
+        let mut buf = Vec::with_capacity(size);
+        let method = push(&mut buf, parts.method.as_str().as_bytes());
+        let target = match parts.uri.path_and_query() {
+            Some(pq) if !pq.as_str().is_empty() => push(&mut buf, pq.as_str().as_bytes()),
+            _ if parts.method == http::Method::OPTIONS => push(&mut buf, b"*"),
+            _ => push(&mut buf, b"/"),
+        };
+        let mut headers = Vec::with_capacity(parts.headers.len() + 1);
+        if let Some(a) = parts.uri.authority().map(|a| a.as_str()) {
+            if !parts.headers.contains_key(http::header::HOST) {
+                let n = push(&mut buf, b"host");
+                let v = push(&mut buf, a.as_bytes());
+                headers.push((n, v));
+            }
+        }
+        let mut cookie: Option<(Range<usize>, Vec<u8>)> = None;
+        let mut length = None;
+        for (name, value) in &parts.headers {
+            if name == http::header::COOKIE {
+                match &mut cookie {
+                    Some((_, joined)) => {
+                        joined.extend_from_slice(b"; ");
+                        joined.extend_from_slice(value.as_bytes());
+                    }
+                    None => cookie = Some((push(&mut buf, b"cookie"), value.as_bytes().to_vec())),
+                }
+                continue;
+            }
+            if name == http::header::CONTENT_LENGTH {
+                length = value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok());
+            }
+            let n = push(&mut buf, name.as_str().as_bytes());
+            let v = push(&mut buf, value.as_bytes());
+            headers.push((n, v));
+        }
+        if let Some((n, joined)) = cookie {
+            let v = push(&mut buf, &joined);
+            headers.push((n, v));
+        }
+        let framing = if end_stream { Framing::Length(0) } else { length.map_or(Framing::Chunked, Framing::Length) };
+        let head = Head {
+            len: buf.len(),
+            method,
+            target,
+            minor: 1,
+            headers,
+            framing,
+            keep_alive: true,
+            expect_continue: false,
+            upgrade: false,
+        };
+        Request { buf, head }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl Request {
+        fn field(&self, r: &Range<usize>) -> &[u8] {
+            self.buf.get(r.clone()).unwrap_or_default()
+        }
+    }
+
+    fn parts(req: http::Request<()>) -> http::request::Parts {
+        req.into_parts().0
+    }
+
+    #[test]
+    fn authority_becomes_host_and_cookies_are_joined() {
+        let p = parts(
+            http::Request::builder()
+                .method("POST")
+                .uri("https://example.com:8443/a/b?x=1")
+                .header("cookie", "a=1")
+                .header("content-length", "5")
+                .header("cookie", "b=2")
+                .body(())
+                .unwrap(),
+        );
+        let r = Request::new(&p, false);
+        assert_eq!(r.field(&r.head.method), b"POST");
+        assert_eq!(r.field(&r.head.target), b"/a/b?x=1");
+        let fields: Vec<(&[u8], &[u8])> = r.head.headers.iter().map(|(n, v)| (r.field(n), r.field(v))).collect();
+        assert_eq!(
+            fields,
+            vec![
+                (&b"host"[..], &b"example.com:8443"[..]),
+                (b"content-length", b"5"),
+                (b"cookie", b"a=1; b=2"),
+            ]
+        );
+        assert!(matches!(r.head.framing, Framing::Length(5)));
+    }
+
+    #[test]
+    fn a_host_field_is_kept_and_an_ended_stream_has_no_body() {
+        let p = parts(
+            http::Request::builder().uri("http://a.test/").header("host", "b.test").body(()).unwrap(),
+        );
+        let r = Request::new(&p, true);
+        assert_eq!(r.head.headers.len(), 1);
+        assert_eq!(r.field(&r.head.headers[0].1), b"b.test");
+        assert!(matches!(r.head.framing, Framing::Length(0)));
+    }
+}

@@ -1,0 +1,236 @@
+//! The request API of an HTTP/2 stream as the interfaces drive it (through `Carrier`):
+//! response parts, body reads and the application's end, with the same outcomes the
+//! HTTP/1.1 connection gives — a writer waits while the stream's queue or the transport
+//! is full, a reader waits for the next DATA, an application that fails before its
+//! response gets a 500 written for it (or, after its head went out, a reset stream).
+
+use super::core::BodyTake;
+use super::protocol::{record, H2Protocol, Out};
+use super::writing::{self, Taken, Writing};
+use crate::event_loop::create_future;
+use crate::http::body::BodyRead;
+use crate::http::respond::{AppEnd, OpenFile, Part, RespondError, Responded};
+use crate::http::writing::Part as Plain;
+use bytes::Bytes;
+use pyo3::prelude::*;
+
+impl H2Protocol {
+    /// Give stream `id`'s response its next part.
+    pub fn respond(slf: &Bound<'_, Self>, id: u64, part: Part<'_>) -> PyResult<Result<Responded, RespondError>> {
+        let py = slf.py();
+        let this = slf.get();
+        let id = id as u32;
+        let part = match part {
+            Part::Plain(Plain::Head { head, trailers }) => writing::Part::Head { head, trailers },
+            Part::Plain(Plain::Trailers { fields, more }) => writing::Part::Trailers { fields, more },
+            Part::Plain(Plain::Body { data, more, .. }) => {
+                writing::Part::Body { data: Bytes::copy_from_slice(data), more }
+            }
+            Part::Body { body, more } => writing::Part::Body { data: Bytes::copy_from_slice(body.as_bytes()), more },
+            Part::Text { text, more } => {
+                writing::Part::Body { data: Bytes::copy_from_slice(text.to_str()?.as_bytes()), more }
+            }
+            Part::File { size, open: Some(OpenFile { file, offset, .. }) } => {
+                return Self::respond_file(slf, id, file, offset, size);
+            }
+            Part::Plain(Plain::File { .. }) | Part::File { open: None, .. } => {
+                return Ok(Err(RespondError::FileNotAllowed));
+            }
+        };
+        let mut outs = Vec::new();
+        let result = {
+            let mut c = this.lock(py)?;
+            if c.lost {
+                return Ok(Err(RespondError::Gone));
+            }
+            let head_method = c.streams.get(&id).is_some_and(|s| s.head_method);
+            let (status, size) = match &part {
+                writing::Part::Head { head, .. } => (Some(head.status), 0),
+                writing::Part::Body { data, .. } => (None, data.len() as u64),
+                writing::Part::Trailers { .. } => (None, 0),
+            };
+            let r = c.core.respond(id, head_method, part);
+            let done = c.core.streams.get(&id).is_none_or(|s| matches!(s.writing, Writing::Done));
+            let st = &this.state.get().settings;
+            if let Some(s) = c.streams.get_mut(&id) {
+                if let Some(status) = status.filter(|_| r.is_ok()) {
+                    s.status = status;
+                }
+                if r.is_ok() && !head_method {
+                    s.sent += size;
+                }
+                if r.is_ok() && done && !s.recorded {
+                    s.recorded = true;
+                    let status = s.status;
+                    if let Some(out) = record(st, s, status) {
+                        outs.push(out);
+                    }
+                }
+            }
+            H2Protocol::changed(&mut c, &mut outs);
+            let wait = matches!(r, Ok(Taken::Wait)) || (r.is_ok() && c.writing_paused);
+            match r {
+                Err(e) => Err(e),
+                Ok(_) if wait => {
+                    let fut = create_future(this.state.get().lp.bind(py))?.unbind();
+                    if let Some(s) = c.streams.get_mut(&id) {
+                        s.drain.push(fut.clone_ref(py));
+                    }
+                    Ok(Responded::Drain(fut))
+                }
+                Ok(_) => Ok(Responded::Ready),
+            }
+        };
+        Self::run(slf, outs)?;
+        Ok(result)
+    }
+
+    /// A file as the body of stream `id`, read into DATA frames as the stream's window
+    /// takes them.
+    fn respond_file(
+        slf: &Bound<'_, Self>,
+        id: u32,
+        file: std::fs::File,
+        offset: u64,
+        size: u64,
+    ) -> PyResult<Result<Responded, RespondError>> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut outs = Vec::new();
+        let result = {
+            let mut c = this.lock(py)?;
+            if c.lost {
+                return Ok(Err(RespondError::Gone));
+            }
+            let head_method = c.streams.get(&id).is_some_and(|s| s.head_method);
+            let r = c.core.respond_file(id, head_method, file, offset, size);
+            let st = &this.state.get().settings;
+            if let (Ok(()), Some(s)) = (&r, c.streams.get_mut(&id)) {
+                s.sent = if head_method { 0 } else { size };
+                s.recorded = true;
+                let status = s.status;
+                if let Some(out) = record(st, s, status) {
+                    outs.push(out);
+                }
+            }
+            H2Protocol::changed(&mut c, &mut outs);
+            r.map(|()| Responded::Ready)
+        };
+        Self::run(slf, outs)?;
+        Ok(result)
+    }
+
+    /// The next body message of stream `id`, or `waiter()` registered to get it.
+    pub fn read_body(
+        slf: &Bound<'_, Self>,
+        id: u64,
+        waiter: impl FnOnce() -> PyResult<Py<PyAny>>,
+    ) -> PyResult<BodyRead> {
+        let py = slf.py();
+        let this = slf.get();
+        let dispatch = &this.state.get().dispatch;
+        let id = id as u32;
+        let mut outs = Vec::new();
+        let taken = {
+            let mut c = this.lock(py)?;
+            let t = if c.lost { BodyTake::Gone } else { c.core.take_body(id) };
+            if matches!(t, BodyTake::Data(..)) {
+                // The window credit goes back to the client.
+                H2Protocol::changed(&mut c, &mut outs);
+            }
+            t
+        };
+        Self::run(slf, outs)?;
+        match taken {
+            BodyTake::Data(data, more) => Ok(BodyRead::Now(dispatch.body_message(py, &data, more)?)),
+            BodyTake::Gone => Ok(BodyRead::Now(dispatch.disconnect_message(py, false)?)),
+            BodyTake::Wait => {
+                let w = waiter()?;
+                let mut c = this.lock(py)?;
+                match c.streams.get_mut(&id) {
+                    Some(s) => {
+                        s.readers.retain(|r| !crate::tasks::is_done(r.bind(py)).unwrap_or(false));
+                        s.readers.push(w.clone_ref(py));
+                        Ok(BodyRead::Wait(w))
+                    }
+                    None => Ok(BodyRead::Now(dispatch.disconnect_message(py, false)?)),
+                }
+            }
+        }
+    }
+
+    /// The application of stream `id` returned, or raised `exc`.
+    pub fn app_finished(
+        slf: &Bound<'_, Self>,
+        id: u64,
+        exc: Option<Py<PyAny>>,
+        disconnected: bool,
+        words: &AppEnd,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let st = &this.state.get().settings;
+        let id = id as u32;
+        let mut outs = Vec::new();
+        {
+            let mut c = this.lock(py)?;
+            let Some(mut s) = c.streams.remove(&id) else { return Ok(()) };
+            st.active_requests.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            let lost = c.lost;
+            let writing = c.core.streams.get(&id).map(|s| match s.writing {
+                Writing::Init => 0,
+                Writing::Done => 2,
+                _ => 1,
+            });
+            let message = match writing {
+                // Nothing sent yet: the server answers for the application.
+                Some(0) => {
+                    let status = 500;
+                    let (head, body) = writing::simple(st, status, s.head_method);
+                    let _ = c.core.respond(id, s.head_method, writing::Part::Head { head, trailers: false });
+                    let _ = c.core.respond(id, s.head_method, writing::Part::Body { data: body.clone(), more: false });
+                    s.status = status;
+                    s.sent = if s.head_method { 0 } else { body.len() as u64 };
+                    Some(if exc.is_some() { words.raised } else { words.returned_before_start })
+                }
+                // The head is out: the stream is reset, so that the client does not take a
+                // cut response for a whole one.
+                Some(1) => {
+                    c.core.reset(id, h2::Reason::INTERNAL_ERROR);
+                    Some(if exc.is_some() { words.raised } else { words.returned_before_end })
+                }
+                _ => exc.as_ref().filter(|_| !disconnected).map(|_| words.raised),
+            };
+            if let Some(msg) = message.filter(|_| !lost) {
+                outs.push(Out::LogError(msg.to_owned(), exc));
+            }
+            if !s.recorded {
+                s.recorded = true;
+                let status = s.status;
+                if let Some(out) = record(st, &mut s, status) {
+                    outs.push(out);
+                }
+            }
+            outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
+            if c.streams.is_empty() {
+                c.idle_since = crate::clock::monotonic();
+            }
+            if lost && c.streams.is_empty() {
+                outs.push(Out::Forget);
+            }
+            H2Protocol::changed(&mut c, &mut outs);
+        }
+        Self::run(slf, outs)
+    }
+
+    /// Resolve `waiter` (with None) once the connection is lost; false if it is already.
+    pub fn watch_lost(&self, py: Python<'_>, waiter: &Py<PyAny>) -> PyResult<bool> {
+        let mut c = self.lock(py)?;
+        if c.lost {
+            return Ok(false);
+        }
+        c.lost_waiters.retain(|w| !crate::tasks::is_done(w.bind(py)).unwrap_or(false));
+        c.lost_waiters.push(waiter.clone_ref(py));
+        Ok(true)
+    }
+}

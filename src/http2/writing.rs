@@ -1,0 +1,237 @@
+//! The response of an HTTP/2 stream as an interface gives it, free of Python objects: the
+//! head held until the first body part (so that a response complete in one message leaves
+//! as HEADERS with END_STREAM, or HEADERS and one DATA frame), `Content-Length` kept to,
+//! trailers, and the head's fields as HTTP/2 has them (lower-case names, no
+//! connection-specific fields: RFC 9113 §8.2). The same checks, and the same
+//! `RespondError`s, as the HTTP/1.1 connection's writing side.
+
+use super::core::H2Core;
+use crate::http::head::ResponseHead;
+use crate::http::response::bodiless;
+use crate::http::writing::RespondError;
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, Response, StatusCode};
+
+/// Where a stream's response stands.
+#[derive(Debug)]
+pub enum Writing {
+    Init,
+    /// The head, held until the first body part.
+    Head {
+        head: ResponseHead,
+        trailers: bool,
+    },
+    /// Body parts go out; `left`: what `Content-Length` still announces.
+    Body {
+        left: Option<u64>,
+        trailers: bool,
+    },
+    /// The body is complete; trailer fields gather until the last.
+    Trailers(HeaderMap),
+    Done,
+}
+
+/// A part of a response.
+pub enum Part {
+    Head { head: ResponseHead, trailers: bool },
+    Body { data: Bytes, more: bool },
+    /// Serialized trailer fields (`name: value\r\n` lines).
+    Trailers { fields: Vec<u8>, more: bool },
+}
+
+/// What a part did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// The response goes on (or is complete).
+    Ready,
+    /// The stream's queue is full: the writer waits for `Event::Writable`.
+    Wait,
+}
+
+/// Connection-specific fields, which an HTTP/2 message must not carry (RFC 9113 §8.2.2).
+fn connection_specific(name: &[u8]) -> bool {
+    [&b"connection"[..], b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// `name: value\r\n` lines as HTTP/2 fields; the lines were checked when they were made.
+fn fields(lines: &[u8], map: &mut HeaderMap) {
+    for line in lines.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if connection_specific(name) {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+            map.append(n, v);
+        }
+    }
+}
+
+/// The HTTP/2 head of `head` (its status line dropped).
+pub fn response(head: &ResponseHead, head_method: bool, whole: Option<u64>) -> Response<()> {
+    let mut r = Response::new(());
+    *r.status_mut() = StatusCode::from_u16(head.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let first = head.bytes.iter().position(|&b| b == b'\n').map_or(head.bytes.len(), |i| i + 1);
+    fields(&head.bytes[first..], r.headers_mut());
+    if head.length.is_none() && !bodiless(head.status, head_method) {
+        if let Some(n) = whole {
+            r.headers_mut().insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+    }
+    r
+}
+
+impl H2Core {
+    /// Give stream `id`'s response its next part (`head_method`: the request was HEAD, so
+    /// the body is not sent).
+    pub fn respond(&mut self, id: u32, head_method: bool, part: Part) -> Result<Taken, RespondError> {
+        let Some(s) = self.streams.get_mut(&id) else { return Err(RespondError::Gone) };
+        if s.reset {
+            return Err(RespondError::Gone);
+        }
+        let gone = |_| RespondError::Gone;
+        match part {
+            Part::Head { head, trailers } => {
+                if !matches!(s.writing, Writing::Init) {
+                    return Err(RespondError::AlreadyStarted);
+                }
+                s.writing = Writing::Head { head, trailers };
+                Ok(Taken::Ready)
+            }
+            Part::Body { data, more } => match std::mem::replace(&mut s.writing, Writing::Done) {
+                Writing::Init => {
+                    s.writing = Writing::Init;
+                    Err(RespondError::NotStarted)
+                }
+                Writing::Head { head, trailers } => {
+                    let n = data.len() as u64;
+                    if head.length.is_some_and(|l| n > l || (!more && !trailers && n < l)) {
+                        let e = if head.length.is_some_and(|l| n > l) {
+                            RespondError::TooLong
+                        } else {
+                            RespondError::TooShort
+                        };
+                        self.reset(id, h2::Reason::INTERNAL_ERROR);
+                        return Err(e);
+                    }
+                    let whole = (!more && !trailers).then_some(n);
+                    let bodiless = bodiless(head.status, head_method);
+                    let end = bodiless || (whole == Some(0));
+                    let left = head.length.map(|l| l - n);
+                    self.send_head(id, response(&head, head_method, whole), end).map_err(gone)?;
+                    self.body_part(id, data, more, left, trailers, end)
+                }
+                Writing::Body { left, trailers } => {
+                    let n = data.len() as u64;
+                    if left.is_some_and(|l| n > l) {
+                        self.reset(id, h2::Reason::INTERNAL_ERROR);
+                        return Err(RespondError::TooLong);
+                    }
+                    if left.is_some_and(|l| !more && !trailers && n < l) {
+                        self.reset(id, h2::Reason::INTERNAL_ERROR);
+                        return Err(RespondError::TooShort);
+                    }
+                    self.body_part(id, data, more, left.map(|l| l - n), trailers, false)
+                }
+                other => {
+                    if let Some(s) = self.streams.get_mut(&id) {
+                        s.writing = other;
+                    }
+                    Err(RespondError::BodyComplete)
+                }
+            },
+            Part::Trailers { fields: lines, more } => {
+                let Writing::Trailers(map) = &mut s.writing else { return Err(RespondError::NoTrailers) };
+                fields(&lines, map);
+                if more {
+                    return Ok(Taken::Ready);
+                }
+                let Writing::Trailers(map) = std::mem::replace(&mut s.writing, Writing::Done) else {
+                    return Err(RespondError::NoTrailers);
+                };
+                self.send_trailers(id, map).map_err(gone)?;
+                Ok(Taken::Ready)
+            }
+        }
+    }
+
+    /// A file of `size` bytes from `offset` as the body of stream `id`.
+    pub fn respond_file(
+        &mut self,
+        id: u32,
+        head_method: bool,
+        mut file: std::fs::File,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), RespondError> {
+        use std::io::Seek;
+        let Some(s) = self.streams.get_mut(&id) else { return Err(RespondError::Gone) };
+        let Writing::Head { head, .. } = std::mem::replace(&mut s.writing, Writing::Done) else {
+            return Err(RespondError::FileNotAllowed);
+        };
+        if head.length.is_some_and(|n| n != size) {
+            s.writing = Writing::Head { head, trailers: false };
+            return Err(RespondError::FileLength);
+        }
+        let end = bodiless(head.status, head_method) || size == 0;
+        // HEAD gets the length GET would (the file's size is known).
+        self.send_head(id, response(&head, false, Some(size)), end).map_err(|_| RespondError::Gone)?;
+        if end {
+            return Ok(());
+        }
+        if file.seek(std::io::SeekFrom::Start(offset)).is_err() {
+            self.reset(id, h2::Reason::INTERNAL_ERROR);
+            return Err(RespondError::Gone);
+        }
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.file = Some((file, size));
+        }
+        Ok(())
+    }
+
+    fn body_part(
+        &mut self,
+        id: u32,
+        data: Bytes,
+        more: bool,
+        left: Option<u64>,
+        trailers: bool,
+        head_ended: bool,
+    ) -> Result<Taken, RespondError> {
+        let next = match (more, trailers) {
+            (true, _) => Writing::Body { left, trailers },
+            (false, true) => Writing::Trailers(HeaderMap::new()),
+            (false, false) => Writing::Done,
+        };
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.writing = next;
+        }
+        if head_ended {
+            // The head went with END_STREAM (no body, or none to send): what the
+            // application sends after it is dropped.
+            return Ok(Taken::Ready);
+        }
+        let end = !more && !trailers;
+        if data.is_empty() && !end {
+            return Ok(Taken::Ready);
+        }
+        match self.send_data(id, data, end) {
+            Ok(true) => Ok(Taken::Wait),
+            Ok(false) => Ok(Taken::Ready),
+            Err(()) => Err(RespondError::Gone),
+        }
+    }
+}
+
+/// A plain-text reply the server makes itself (a refusal, a 500), as a head and its body.
+pub fn simple(st: &crate::http::settings::Settings, status: u16, head_method: bool) -> (ResponseHead, Bytes) {
+    let whole = st.simple_response(status, head_method, b"");
+    let end = whole.windows(4).position(|w| w == b"\r\n\r\n").map_or(whole.len(), |i| i + 2);
+    let body = Bytes::copy_from_slice(whole.get(end + 2..).unwrap_or_default());
+    let length = Some(crate::http::response::reason(status).len() as u64);
+    (ResponseHead { status, bytes: whole[..end].to_vec(), length, close: false }, body)
+}

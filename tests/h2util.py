@@ -1,0 +1,160 @@
+"""An HTTP/2 client for the tests of tests/test_http2*.py: the `h2` library's state machine
+over asyncio streams, so that a test can send what a well-behaved client sends, or what an
+attacker does (frames built by hand, resets, windows left shut), and read every event the
+server's frames make."""
+
+import asyncio
+import os
+import ssl
+
+import h2.config
+import hyperframe.frame
+import h2.connection
+import h2.events
+import h2.settings
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+class Response:
+    def __init__(self):
+        self.status = None
+        self.headers = []
+        self.body = b""
+        self.trailers = []
+        self.reset = None  # the RST_STREAM error code, if the stream was reset
+        self.ended = False
+
+    def header(self, name):
+        return next((v for n, v in self.headers if n == name), None)
+
+
+class H2Client:
+    """One HTTP/2 connection. `settings`: the client's SETTINGS (window sizes, say)."""
+
+    def __init__(self, reader, writer, settings=None, auto_window=True):
+        self.reader, self.writer = reader, writer
+        config = h2.config.H2Configuration(client_side=True, header_encoding=None)
+        self.conn = h2.connection.H2Connection(config=config)
+        if settings:
+            self.conn.local_settings = h2.settings.Settings(client=True, initial_values=settings)
+        self.conn.initiate_connection()
+        self.responses = {}
+        self.events = []
+        self.goaway = None
+        self.closed = False
+        self.auto_window = auto_window  # give back the window of the DATA read at once
+        self.flush()
+
+    @classmethod
+    async def open(cls, port, tls=None, **kw):
+        if tls is not None:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=tls, server_hostname="localhost")
+        else:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        return cls(reader, writer, **kw)
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.writer.write(data)
+
+    def send(self, method, path, headers=(), body=None, end=True, authority="localhost"):
+        stream_id = self.conn.get_next_available_stream_id()
+        fields = [(b":method", method), (b":path", path), (b":scheme", b"http"), (b":authority", authority.encode())]
+        fields += [(n, v) for n, v in headers]
+        self.conn.send_headers(stream_id, fields, end_stream=end and not body)
+        if body:
+            self.conn.send_data(stream_id, body, end_stream=end)
+        self.responses[stream_id] = Response()
+        self.flush()
+        return stream_id
+
+    async def pump(self, timeout=5):
+        """Read what the server sent next and handle it; False once the connection ended."""
+        if self.closed:
+            return False
+        data = await asyncio.wait_for(self.reader.read(65536), timeout)
+        if not data:
+            self.closed = True
+            return False
+        for event in self.conn.receive_data(data):
+            self.events.append(event)
+            self.handle(event)
+        self.flush()
+        return True
+
+    def handle(self, event):
+        r = self.responses.get(getattr(event, "stream_id", None))
+        if isinstance(event, h2.events.ResponseReceived):
+            r.headers = event.headers
+            r.status = int(dict(event.headers)[b":status"])
+        elif isinstance(event, h2.events.DataReceived):
+            r.body += event.data
+            if self.auto_window and event.flow_controlled_length:
+                self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        elif isinstance(event, h2.events.TrailersReceived):
+            r.trailers = event.headers
+        elif isinstance(event, h2.events.StreamEnded):
+            r.ended = True
+        elif isinstance(event, h2.events.StreamReset):
+            if r is not None:
+                r.reset = event.error_code
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            self.goaway = event
+
+    async def response(self, stream_id, timeout=5):
+        r = self.responses[stream_id]
+        while not (r.ended or r.reset is not None):
+            if not await self.pump(timeout):
+                break
+        return r
+
+    async def send_body(self, stream_id, data, end=True):
+        """Send `data` on the stream as the windows allow (reading what comes meanwhile)."""
+        sent = 0
+        while sent < len(data):
+            n = min(self.conn.local_flow_control_window(stream_id), self.conn.max_outbound_frame_size,
+                    len(data) - sent)
+            if n == 0:
+                await self.pump()
+                continue
+            self.conn.send_data(stream_id, data[sent:sent + n])
+            sent += n
+            self.flush()
+        if end:
+            self.conn.end_stream(stream_id)
+            self.flush()
+
+    async def request(self, method, path, body=None, **kw):
+        if not body or len(body) <= 16384:
+            return await self.response(self.send(method, path, body=body, **kw))
+        stream_id = self.send(method, path, end=False, **kw)
+        await self.send_body(stream_id, body)
+        return await self.response(stream_id)
+
+    async def until_closed(self, timeout=5):
+        while await self.pump(timeout):
+            pass
+
+    def close(self):
+        self.writer.close()
+
+
+def tls_client_context(cert, alpn=("h2", "http/1.1")):
+    ctx = ssl.create_default_context(cafile=cert)
+    ctx.set_alpn_protocols(list(alpn))
+    return ctx
+
+
+def random_body(n):
+    return os.urandom(n)
+
+
+async def read_frames(reader, timeout=5):
+    """The frames the server sends next, as hyperframe parses them (for what the `h2`
+    library will not read: it takes a first GOAWAY for the end of the connection)."""
+    head = await asyncio.wait_for(reader.readexactly(9), timeout)
+    frame, length = hyperframe.frame.Frame.parse_frame_header(memoryview(head))
+    frame.parse_body(memoryview(await asyncio.wait_for(reader.readexactly(length), timeout)))
+    return frame

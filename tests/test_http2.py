@@ -1,0 +1,440 @@
+"""HTTP/2 (RFC 9113) served to ASGI apps: h2c with prior knowledge (after a PROXY header
+too), h2 by TLS's ALPN, `--http auto|1|2`; the scope of a stream; request bodies and
+responses with their flow control; trailers, files, HEAD; an app that fails before or after
+its head; a stream the client resets; graceful shutdown; the concurrency limit. The client
+is the `h2` library's state machine (tests/h2util.py), so that each frame is the test's."""
+
+import asyncio
+import hashlib
+import socket
+import ssl
+
+import h2.errors
+import h2.events
+import hyperframe.frame
+import pytest
+
+from h2util import PREFACE, H2Client, read_frames, tls_client_context
+from httputil import port_of, read_response, run, serving
+from netutil import tls_files  # noqa: F401 (fixture)
+
+
+async def probe_app(scope, receive, send):
+    """Echoes what the request looked like; `/sum` answers the body's SHA-256 and size."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            break
+    if scope["path"] == "/sum":
+        text = f"{hashlib.sha256(body).hexdigest()} {len(body)}"
+    else:
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        text = repr((scope["http_version"], scope["method"], scope["path"], scope["query_string"].decode(),
+                     scope["scheme"], headers.get("host"), headers.get("cookie"), len(body)))
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": text.encode()})
+
+
+def test_h2c_prior_knowledge_many_streams_on_one_connection(loop):
+    async def main():
+        async with serving(probe_app) as server:
+            c = await H2Client.open(port_of(server))
+            ids = [c.send(b"GET", b"/a/%d?x=%d" % (i, i)) for i in range(20)]
+            post = c.send(b"POST", b"/p", headers=[(b"cookie", b"a=1"), (b"cookie", b"b=2")], body=b"x" * 5000)
+            for i, sid in enumerate(ids):
+                r = await c.response(sid)
+                assert r.status == 200, r.status
+                assert r.body.decode() == repr(("2", "GET", f"/a/{i}", f"x={i}", "http", "localhost", None, 0))
+                assert r.header(b"server") == b"swordfish" and r.header(b"date")
+            r = await c.response(post)
+            # :authority becomes host, and the cookie fields are joined (RFC 9113 §8.2.3).
+            assert r.body.decode() == repr(("2", "POST", "/p", "", "http", "localhost", "a=1; b=2", 5000))
+            assert r.header(b"content-length") == str(len(r.body)).encode()
+            c.close()
+
+    run(loop, main())
+
+
+def test_http11_still_served_beside_http2(loop):
+    async def main():
+        async with serving(probe_app) as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+            writer.write(b"GET /h1 HTTP/1.1\r\nHost: t\r\n\r\n")
+            r = await read_response(reader)
+            assert r.status == 200 and r.body.decode().startswith("('1.1', 'GET', '/h1'")
+            writer.close()
+
+    run(loop, main())
+
+
+def test_http_1_does_not_serve_http2(loop):
+    async def main():
+        async with serving(probe_app, http="1") as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+            writer.write(PREFACE)
+            # Parsed as HTTP/1.1: a request line with version HTTP/2.0 is refused.
+            r = await read_response(reader)
+            assert r.status in (400, 505), r.status
+            writer.close()
+
+    run(loop, main())
+
+
+def test_http_2_only_closes_an_http11_client(loop):
+    async def main():
+        async with serving(probe_app, http="2") as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+            writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
+            c = await H2Client.open(port_of(server))
+            assert (await c.request(b"GET", b"/")).status == 200
+            c.close()
+
+    run(loop, main())
+
+
+def test_h2_by_alpn_over_tls_and_http11_for_a_client_without_it(loop, tls_files):
+    cert, key = tls_files
+
+    async def main():
+        async with serving(probe_app, ssl_certfile=cert, ssl_keyfile=key) as server:
+            c = await H2Client.open(port_of(server), tls=tls_client_context(cert))
+            assert c.writer.get_extra_info("ssl_object").selected_alpn_protocol() == "h2"
+            r = await c.request(b"POST", b"/sum", body=b"y" * 200_000)
+            assert r.body.decode() == f"{hashlib.sha256(b'y' * 200_000).hexdigest()} 200000"
+            r = await c.request(b"GET", b"/s")
+            assert eval(r.body.decode())[4] == "https"
+            c.close()
+            ctx = tls_client_context(cert, alpn=("http/1.1",))
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server), ssl=ctx,
+                                                           server_hostname="localhost")
+            writer.write(b"GET /one HTTP/1.1\r\nHost: t\r\n\r\n")
+            r = await read_response(reader)
+            assert r.body.decode().startswith("('1.1', 'GET', '/one'")
+            writer.close()
+
+    run(loop, main())
+
+
+def test_a_wsgi_app_is_offered_http11_only_over_tls(loop, tls_files):
+    cert, key = tls_files
+
+    def wsgi(environ, start_response):
+        start_response("200 OK", [("content-type", "text/plain")])
+        return [environ["SERVER_PROTOCOL"].encode()]
+
+    async def main():
+        async with serving(wsgi, interface="wsgi", wsgi_engine="loop", ssl_certfile=cert, ssl_keyfile=key) as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server), ssl=tls_client_context(cert),
+                                                           server_hostname="localhost")
+            assert writer.get_extra_info("ssl_object").selected_alpn_protocol() == "http/1.1"
+            writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert (await read_response(reader)).body == b"HTTP/1.1"
+            writer.close()
+
+    run(loop, main())
+
+
+def test_h2c_after_a_proxy_protocol_header(loop):
+    async def main():
+        async with serving(probe_app, proxy_protocol=True, forwarded_allow_ips="127.0.0.1") as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+            writer.write(b"PROXY TCP4 192.0.2.7 198.51.100.1 5555 443\r\n")
+            c = H2Client(reader, writer)
+            r = await c.request(b"GET", b"/via")
+            assert r.status == 200 and eval(r.body.decode())[0] == "2"
+            c.close()
+
+    run(loop, main())
+
+
+async def streaming_app(scope, receive, send):
+    """`/big/N`: N bytes in 64 KiB parts (recording how far it got); `/trailers`, `/file`,
+    `/raise`, `/half`, `/wait` (until cancelled)."""
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    state = scope_state(scope)
+    if path.startswith("/big/"):
+        n = int(path.split("/")[2])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        sent = 0
+        while sent < n:
+            part = min(65536, n - sent)
+            await send({"type": "http.response.body", "body": b"z" * part, "more_body": True})
+            sent += part
+            state["sent"] = sent
+        await send({"type": "http.response.body", "body": b""})
+        state["done"] = True
+    elif path == "/trailers":
+        await send({"type": "http.response.start", "status": 200, "headers": [], "trailers": True})
+        await send({"type": "http.response.body", "body": b"body", "more_body": False})
+        await send({"type": "http.response.trailers", "headers": [(b"x-checksum", b"abc")], "more_trailers": False})
+    elif path == "/file":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/x-python")]})
+        await send({"type": "http.response.pathsend", "path": __file__})
+    elif path == "/raise":
+        raise RuntimeError("before the head")
+    elif path == "/half":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]})
+        await send({"type": "http.response.body", "body": b"abc", "more_body": True})
+        raise RuntimeError("after the head")
+    elif path == "/wait":
+        state["waiting"] = True
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            state["cancelled"] = True
+            raise
+    elif path == "/slow-reader":
+        state["first"] = await receive()
+        await asyncio.sleep(0.3)
+        body = state["first"]["body"]
+        while True:
+            m = await receive()
+            body += m["body"]
+            if not m["more_body"]:
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": str(len(body)).encode()})
+
+
+STATE = {}
+
+
+def scope_state(scope):
+    return STATE.setdefault(scope["path"], {})
+
+
+def test_trailers_files_and_head(loop):
+    async def main():
+        STATE.clear()
+        async with serving(streaming_app) as server:
+            c = await H2Client.open(port_of(server))
+            r = await c.request(b"GET", b"/trailers", headers=[(b"te", b"trailers")])
+            assert r.body == b"body" and r.trailers == [(b"x-checksum", b"abc")]
+            with open(__file__, "rb") as f:
+                source = f.read()
+            r = await c.request(b"GET", b"/file")
+            assert r.body == source and r.header(b"content-length") == str(len(source)).encode()
+            r = await c.request(b"HEAD", b"/file")
+            assert r.status == 200 and r.body == b"" and r.header(b"content-length") == str(len(source)).encode()
+            c.close()
+
+    run(loop, main())
+
+
+def test_an_app_that_fails_gets_a_500_or_its_stream_reset(loop, caplog):
+    async def main():
+        async with serving(streaming_app) as server:
+            c = await H2Client.open(port_of(server))
+            r = await c.request(b"GET", b"/raise")
+            assert r.status == 500 and r.body == b"Internal Server Error"
+            r = await c.request(b"GET", b"/half")
+            # The head was given: the stream is reset, so that the client does not take three
+            # bytes for the whole body (the head and the bytes queued with it are dropped).
+            assert r.reset == h2.errors.ErrorCodes.INTERNAL_ERROR and not r.ended
+            # The connection serves on.
+            assert (await c.request(b"GET", b"/trailers")).status == 200
+            c.close()
+
+    run(loop, main())
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors.count("Exception in ASGI application") == 2, errors
+
+
+def test_response_waits_for_the_clients_window(loop):
+    """A client that opens no window holds the app's sends once the stream's queue is
+    full (`--http2-max-send-buffer-size`), and lets them go on when it reads."""
+
+    async def main():
+        STATE.clear()
+        async with serving(streaming_app, http2_max_send_buffer_size=65536) as server:
+            c = await H2Client.open(port_of(server), auto_window=False)
+            sid = c.send(b"GET", b"/big/4000000")
+            while c.responses[sid].status is None or len(c.responses[sid].body) < 65535:
+                await c.pump()
+            await asyncio.sleep(0.3)
+            state = STATE["/big/4000000"]
+            # 64 KiB of window, 64 KiB queued, one part in hand: far from 4 MB.
+            assert state["sent"] <= 4 * 65536, state
+            assert not state.get("done")
+            c.auto_window = True
+            c.conn.increment_flow_control_window(4_000_000)
+            c.conn.increment_flow_control_window(4_000_000, sid)
+            c.flush()
+            r = await c.response(sid)
+            assert len(r.body) == 4_000_000 and state["done"]
+            c.close()
+
+    run(loop, main())
+
+
+def test_request_body_window_returns_as_the_app_reads(loop):
+    async def main():
+        STATE.clear()
+        async with serving(streaming_app, http2_initial_stream_window_size=65535,
+                           http2_initial_connection_window_size=65535) as server:
+            c = await H2Client.open(port_of(server))
+            body = b"b" * 1_000_000
+            sid = c.send(b"POST", b"/slow-reader", end=False)
+            sent = 0
+            while sent < len(body):
+                window = min(c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size)
+                if window == 0:
+                    await c.pump()
+                    continue
+                c.conn.send_data(sid, body[sent:sent + window])
+                sent += window
+                c.flush()
+            c.conn.end_stream(sid)
+            c.flush()
+            r = await c.response(sid)
+            assert r.body == b"1000000"
+            # The server never let the client send more than the window before the app read.
+            assert len(STATE["/slow-reader"]["first"]["body"]) <= 65535
+            c.close()
+
+    run(loop, main())
+
+
+def test_a_stream_the_client_resets_cancels_its_app(loop):
+    async def main():
+        STATE.clear()
+        async with serving(streaming_app) as server:
+            c = await H2Client.open(port_of(server))
+            sid = c.send(b"GET", b"/wait")
+            for _ in range(200):
+                if STATE.get("/wait", {}).get("waiting"):
+                    break
+                await asyncio.sleep(0.01)
+            c.conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+            c.flush()
+            for _ in range(200):
+                if STATE["/wait"].get("cancelled"):
+                    break
+                await asyncio.sleep(0.01)
+            assert STATE["/wait"].get("cancelled")
+            assert (await c.request(b"GET", b"/trailers")).status == 200
+            c.close()
+
+    run(loop, main())
+
+
+def test_graceful_shutdown_sends_goaway_and_finishes_streams(loop):
+    """GOAWAY twice, as RFC 9113 §6.8 suggests: first with the largest stream id and a PING,
+    then, once the PING is answered, with the last stream the server took; that stream
+    finishes, then the connection closes."""
+    release = asyncio.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"finished"})
+
+    async def main():
+        async with serving(app) as server:
+            c = await H2Client.open(port_of(server))
+            sid = c.send(b"GET", b"/")
+            await c.pump()  # the server's SETTINGS
+            await asyncio.sleep(0.1)
+            server.shutdown()
+            goaways, data = [], b""
+            while True:
+                frame = await read_frames(c.reader)
+                if isinstance(frame, hyperframe.frame.GoAwayFrame):
+                    goaways.append((frame.last_stream_id, frame.error_code))
+                    if len(goaways) == 2:
+                        release.set()
+                elif isinstance(frame, hyperframe.frame.PingFrame) and "ACK" not in frame.flags:
+                    c.writer.write(hyperframe.frame.PingFrame(0, frame.opaque_data, flags=["ACK"]).serialize())
+                elif isinstance(frame, hyperframe.frame.DataFrame):
+                    data += frame.data
+                    if "END_STREAM" in frame.flags:
+                        break
+            assert goaways == [(2**31 - 1, 0), (sid, 0)]
+            assert data == b"finished"
+            assert await asyncio.wait_for(c.reader.read(), 5) == b""
+
+    run(loop, main())
+
+
+def test_limit_concurrency_counts_streams(loop):
+    release = asyncio.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def main():
+        async with serving(app, limit_concurrency=2) as server:
+            c = await H2Client.open(port_of(server))
+            ids = [c.send(b"GET", b"/") for _ in range(3)]
+            third = await c.response(ids[2])
+            assert third.status == 503
+            release.set()
+            assert [(await c.response(i)).status for i in ids[:2]] == [200, 200]
+            c.close()
+
+    run(loop, main())
+
+
+def test_idle_connection_closes_after_the_keep_alive_timeout(loop):
+    async def main():
+        async with serving(probe_app, timeout_keep_alive=0.3) as server:
+            c = await H2Client.open(port_of(server))
+            assert (await c.request(b"GET", b"/")).status == 200
+            await c.until_closed(timeout=5)
+            assert c.goaway is not None and c.goaway.error_code == h2.errors.ErrorCodes.NO_ERROR
+
+    run(loop, main())
+
+
+def test_settings_reach_the_client(loop):
+    async def main():
+        async with serving(probe_app, http2_max_concurrent_streams=7, http2_max_frame_size=32768) as server:
+            c = await H2Client.open(port_of(server))
+            await c.request(b"GET", b"/")
+            remote = c.conn.remote_settings
+            assert remote.max_concurrent_streams == 7 and remote.max_frame_size == 32768
+            c.close()
+
+    run(loop, main())
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_other_loops_serve_http2(loop_name):
+    from apps.serving import ThreadServer
+
+    with ThreadServer(probe_app, loop=loop_name, lifespan="off") as server:
+        async def main():
+            c = await H2Client.open(server.port)
+            r = await c.request(b"POST", b"/sum", body=b"q" * 300_000)
+            assert r.body.decode() == f"{hashlib.sha256(b'q' * 300_000).hexdigest()} 300000"
+            c.close()
+
+        asyncio.run(main())
+
+
+def test_unix_socket_serves_http2(loop, tmp_path):
+    path = str(tmp_path / "s.sock")
+
+    async def main():
+        async with serving(probe_app, uds=path, port=None):
+            reader, writer = await asyncio.open_unix_connection(path)
+            c = H2Client(reader, writer)
+            r = await c.request(b"GET", b"/u")
+            assert r.status == 200 and eval(r.body.decode())[0] == "2"
+            c.close()
+
+    run(loop, main())
