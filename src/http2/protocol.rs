@@ -442,12 +442,7 @@ impl H2Protocol {
                         }
                         state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
                     }
-                    Out::Close => {
-                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
-                        if let Some(t) = t {
-                            t.call_method0(py, intern!(py, "close"))?;
-                        }
-                    }
+                    Out::Close => Self::linger_close(slf)?,
                     Out::Forget => {
                         let forget = {
                             let mut c = this.lock(py)?;
@@ -483,6 +478,42 @@ impl H2Protocol {
         if let Some(s) = c.streams.get_mut(&(id as u32)) {
             s.task = Some(task);
         }
+        Ok(())
+    }
+
+    /// The connection is over (its last frames, a GOAWAY among them, are written): the
+    /// server's side is shut, and the socket closes when the client closes its own, or
+    /// after the keep-alive timeout (at once while the server shuts down). Closed at once, a socket with unread input from the
+    /// client would send a reset, which can destroy that GOAWAY before the client reads it
+    /// (RFC 9113 §6.8 asks the sender of a GOAWAY to let in-flight frames arrive).
+    fn linger_close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let t = {
+            let mut c = slf.get().lock(py)?;
+            c.closed = true;
+            c.transport.as_ref().map(|t| t.clone_ref(py))
+        };
+        let Some(t) = t else { return Ok(()) };
+        // A server shutting down does not wait for its clients.
+        let shutting_down = slf.get().state.get().settings.shutting_down.load(Ordering::Relaxed);
+        if shutting_down || !t.call_method0(py, intern!(py, "can_write_eof"))?.is_truthy(py)? {
+            return t.call_method0(py, intern!(py, "close")).map(drop);
+        }
+        if let Err(e) = t.call_method0(py, intern!(py, "write_eof")) {
+            // The client is gone already (ENOTCONN): nothing to linger for.
+            if !e.is_instance_of::<pyo3::exceptions::PyOSError>(py) {
+                return Err(e);
+            }
+            return t.call_method0(py, intern!(py, "close")).map(drop);
+        }
+        let delay = slf.get().state.get().settings.timeout_keep_alive;
+        let old = slf.get().lock(py)?.timer.take();
+        if let Some(h) = old {
+            h.call_method0(py, intern!(py, "cancel"))?;
+        }
+        let cb = slf.getattr(intern!(py, "_on_idle"))?;
+        let h = slf.get().state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        slf.get().lock(py)?.timer = Some(h);
         Ok(())
     }
 
@@ -530,8 +561,14 @@ impl H2Protocol {
 
     /// The client closed its side: the connection is over once `h2` has read what came.
     fn eof_received(slf: &Bound<'_, Self>) -> PyResult<Option<bool>> {
-        slf.get().lock(slf.py())?.core.push_eof();
-        Self::pump(slf, None)?;
+        let closed = {
+            let mut c = slf.get().lock(slf.py())?;
+            c.core.push_eof();
+            c.closed
+        };
+        if !closed {
+            Self::pump(slf, None)?;
+        }
         Ok(None)
     }
 
@@ -602,7 +639,16 @@ impl H2Protocol {
         let left = {
             let mut c = slf.get().lock(py)?;
             c.timer = None;
-            if c.lost || c.closed {
+            if c.lost {
+                return Ok(());
+            }
+            if c.closed {
+                // The client did not close its side within the linger (see `linger_close`).
+                let t = c.transport.as_ref().map(|t| t.clone_ref(py));
+                drop(c);
+                if let Some(t) = t {
+                    t.call_method0(py, intern!(py, "close"))?;
+                }
                 return Ok(());
             }
             if c.core.has_streams() || !c.streams.is_empty() {
@@ -619,13 +665,8 @@ impl H2Protocol {
         // send again on a new connection).
         slf.get().lock(py)?.core.abrupt_shutdown(h2::Reason::NO_ERROR);
         Self::pump(slf, None)?;
-        let t = {
-            let mut c = slf.get().lock(py)?;
-            c.closed = true;
-            c.transport.as_ref().map(|t| t.clone_ref(py))
-        };
-        if let Some(t) = t {
-            t.call_method0(py, intern!(py, "close"))?;
+        if !slf.get().lock(py)?.closed {
+            Self::linger_close(slf)?;
         }
         Ok(())
     }
