@@ -4,15 +4,15 @@
 mod allocator;
 mod asgi;
 mod call_args;
-mod clock;
 mod carrier;
+mod clock;
 mod context;
 mod event_loop;
-mod http2;
 #[cfg(fuzzing)]
 pub mod fuzzing;
 mod handles;
 mod http;
+mod http2;
 mod metrics;
 mod pyutil;
 mod reactor;

@@ -4,10 +4,10 @@
 
 use super::http::{body_message, build_scope, disconnect_message};
 use super::websocket::websocket_scope;
+use crate::carrier::Carrier;
 use crate::http::app_task::AppTasks;
 use crate::http::dispatch::{Dispatch, RequestView, Served};
 use crate::http::parse::{is_unreserved_or_sub_delim, Reject};
-use crate::carrier::Carrier;
 use crate::sync::GilCell;
 use crate::ws::conn::WsSettings;
 use crate::ws::deflate::ServerConfig;

@@ -14,7 +14,14 @@ pub fn start(py: Python<'_>, app: &Bound<'_, AsgiApp>, carrier: &Carrier, scope:
 
 /// `create_task(app(scope, receive, send))` (an eager task when `eager` allows it), with
 /// the receive callable as done callback.
-fn start_one(py: Python<'_>, state: &AsgiApp, carrier: &Carrier, scope: Py<PyAny>, gen: u64, eager: bool) -> PyResult<()> {
+fn start_one(
+    py: Python<'_>,
+    state: &AsgiApp,
+    carrier: &Carrier,
+    scope: Py<PyAny>,
+    gen: u64,
+    eager: bool,
+) -> PyResult<()> {
     let receive = Bound::new(py, Receive { carrier: carrier.clone_ref(py), gen })?;
     let send = Bound::new(py, Send { carrier: carrier.clone_ref(py), gen })?;
     state.tasks.launch(

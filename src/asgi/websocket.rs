@@ -7,10 +7,10 @@
 use super::app::AsgiApp;
 use super::http::app_finished;
 use super::{ready, ready_none, ClientDisconnected};
+use crate::carrier::Carrier;
 use crate::event_loop::create_future;
 use crate::http::app_task::task_exception;
 use crate::http::head::HeadBuilder;
-use crate::carrier::Carrier;
 use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{Part, RespondError, Responded};
 use crate::sync::GilCell;

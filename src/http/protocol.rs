@@ -10,15 +10,15 @@
 //! run after unlocking, because a write may call `pause_writing` straight back.
 
 use super::config::HttpServerState;
-use super::dispatch::RequestView;
-use crate::http2::protocol::H2Protocol;
-use crate::http2::Preface;
 use super::conn::{Phase, TimerKind};
+use super::dispatch::RequestView;
 use super::link::{Act, Conn, Link, LoopAct, Request};
 use super::parse::Reject;
 use super::reading::{body_ready, take_body, Next};
 use super::static_files::serve::Static;
 use crate::event_loop::create_future;
+use crate::http2::protocol::H2Protocol;
+use crate::http2::Preface;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::StreamCore;
 use pyo3::prelude::*;

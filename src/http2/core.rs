@@ -193,6 +193,12 @@ impl H2Core {
         self.pipe.lock().push(data);
     }
 
+    /// Bytes pushed that `h2` has not read yet: it stops reading while it cannot write
+    /// (see `pipe`), and the driver stops reading the socket while they are many.
+    pub fn unread(&self) -> usize {
+        self.pipe.lock().unread()
+    }
+
     /// The client closed its side.
     pub fn push_eof(&mut self) {
         self.pipe.lock().eof = true;
@@ -500,11 +506,7 @@ fn poll_send(s: &mut Stream, cx: &mut Context<'_>, max_buffer: usize) -> bool {
             }
         }
         let Some(front) = s.queue.front_mut() else { break };
-        let chunk = if front.len() <= room {
-            s.queue.pop_front().unwrap_or_default()
-        } else {
-            front.split_to(room)
-        };
+        let chunk = if front.len() <= room { s.queue.pop_front().unwrap_or_default() } else { front.split_to(room) };
         s.queued -= chunk.len();
         let last = s.queued == 0 && matches!(s.end, End::Data);
         if send.send_data(chunk, last).is_err() {

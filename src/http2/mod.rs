@@ -6,11 +6,11 @@ use pyo3::prelude::*;
 
 pub mod core;
 pub mod pipe;
-pub mod request;
-pub mod writing;
 pub mod protocol;
+pub mod request;
 pub mod respond;
 pub mod upgrade;
+pub mod writing;
 
 /// The server's HTTP/2 settings (the `--http2-*` options).
 #[derive(Debug, Clone)]

@@ -13,12 +13,12 @@
 use super::core::{BodyTake, Config, Event, H2Core};
 use super::request::Request;
 use crate::carrier::Carrier;
+use crate::clock::monotonic;
 use crate::http::config::HttpServerState;
 use crate::http::dispatch::RequestView;
 use crate::http::parse::Reject;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::{write_via, Held, Hold, StreamCore};
-use crate::clock::monotonic;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -41,6 +41,9 @@ pub struct StreamObjects {
     pub sent: u64,
     /// The response's last part was given (its access log line is written).
     pub recorded: bool,
+    /// The stream was reset before its application's task was known: the task is
+    /// cancelled as soon as it is.
+    pub reset: bool,
 }
 
 impl H2Conn {
@@ -79,6 +82,8 @@ pub struct H2Conn {
     pub streams: HashMap<u32, StreamObjects>,
     pub lost: bool,
     pub writing_paused: bool,
+    /// The transport's reading is paused: `h2` has this much of the client's input unread.
+    reading_paused: bool,
     /// The connection is running its callbacks: response parts are written at their end.
     pub pumping: bool,
     /// A `_flush` is queued on the loop.
@@ -113,6 +118,8 @@ pub enum Out {
     Close,
     Forget,
     QueueFlush,
+    PauseReading,
+    ResumeReading,
 }
 
 #[pyclass(module = "swordfish._native", frozen)]
@@ -121,7 +128,10 @@ pub struct H2Protocol {
     pub conn: GilCell<H2Conn>,
 }
 
-/// Frames held for the transport before `h2` waits (see `pipe`).
+/// Frames held for the transport before `h2` waits (see `pipe`); also how much of the
+/// client's input may wait unread before the socket is no longer read. A client that sends
+/// frames `h2` must answer (PING, SETTINGS) and reads nothing stops being read, instead of
+/// growing the server's memory.
 const OUTPUT_CAP: usize = 256 * 1024;
 
 /// The connection's settings from the server's.
@@ -164,6 +174,7 @@ impl H2Protocol {
                 streams: HashMap::new(),
                 lost: false,
                 writing_paused: false,
+                reading_paused: false,
                 pumping: false,
                 flush_queued: false,
                 closed: false,
@@ -256,6 +267,14 @@ impl H2Protocol {
                 let mut outs = Vec::new();
                 this.handle(py, &mut c, events, &mut outs)?;
                 let output = if c.writing_paused { Vec::new() } else { c.core.take_output() };
+                let unread = c.core.unread();
+                if unread > OUTPUT_CAP && !c.reading_paused && !c.closed {
+                    c.reading_paused = true;
+                    outs.push(Out::PauseReading);
+                } else if unread <= OUTPUT_CAP && c.reading_paused && !c.closed {
+                    c.reading_paused = false;
+                    outs.push(Out::ResumeReading);
+                }
                 if c.core.closed() && !c.closed && !c.writing_paused {
                     c.closed = true;
                     outs.push(Out::Close);
@@ -327,8 +346,9 @@ impl H2Protocol {
                     // The client (or the protocol) gave up on the stream: its application
                     // is told at once, not at its next write (CVE-2025-8671 makes a server
                     // that keeps working for reset streams a target).
-                    if let Some(t) = s.task.take() {
-                        outs.push(Out::Cancel(t));
+                    match s.task.take() {
+                        Some(t) => outs.push(Out::Cancel(t)),
+                        None => s.reset = true,
                     }
                     if !s.recorded {
                         s.recorded = true;
@@ -371,12 +391,8 @@ impl H2Protocol {
             (Ok(s), Some(_)) => Some(s.request.clone_ref(py)),
             _ => None,
         };
-        let mut objects = StreamObjects {
-            head_method,
-            log,
-            start: st.timed().then(monotonic),
-            ..StreamObjects::default()
-        };
+        let mut objects =
+            StreamObjects { head_method, log, start: st.timed().then(monotonic), ..StreamObjects::default() };
         if let Some(status) = refusal {
             let (head, body) = super::writing::simple(st, status, head_method);
             objects.status = status;
@@ -452,6 +468,17 @@ impl H2Protocol {
                             state.connections.bind(py).discard(slf)?;
                         }
                     }
+                    Out::PauseReading | Out::ResumeReading => {
+                        let t = this.lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+                        if let Some(t) = t {
+                            let name = if matches!(out, Out::PauseReading) {
+                                intern!(py, "pause_reading")
+                            } else {
+                                intern!(py, "resume_reading")
+                            };
+                            t.call_method0(py, name)?;
+                        }
+                    }
                     Out::QueueFlush => {
                         let cb = slf.getattr(intern!(py, "_flush"))?;
                         state.lp.call_method1(py, intern!(py, "call_soon"), (cb,))?;
@@ -474,9 +501,19 @@ impl H2Protocol {
     }
 
     pub fn record_task(&self, py: Python<'_>, id: u64, task: Py<PyAny>) -> PyResult<()> {
-        let mut c = self.lock(py)?;
-        if let Some(s) = c.streams.get_mut(&(id as u32)) {
-            s.task = Some(task);
+        let reset = {
+            let mut c = self.lock(py)?;
+            match c.streams.get_mut(&(id as u32)) {
+                Some(s) if s.reset => true,
+                Some(s) => {
+                    s.task = Some(task.clone_ref(py));
+                    false
+                }
+                None => false,
+            }
+        };
+        if reset {
+            task.call_method1(py, intern!(py, "cancel"), ("the client reset the stream",))?;
         }
         Ok(())
     }

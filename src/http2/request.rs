@@ -110,20 +110,14 @@ mod tests {
         let fields: Vec<(&[u8], &[u8])> = r.head.headers.iter().map(|(n, v)| (r.field(n), r.field(v))).collect();
         assert_eq!(
             fields,
-            vec![
-                (&b"host"[..], &b"example.com:8443"[..]),
-                (b"content-length", b"5"),
-                (b"cookie", b"a=1; b=2"),
-            ]
+            vec![(&b"host"[..], &b"example.com:8443"[..]), (b"content-length", b"5"), (b"cookie", b"a=1; b=2"),]
         );
         assert!(matches!(r.head.framing, Framing::Length(5)));
     }
 
     #[test]
     fn a_host_field_is_kept_and_an_ended_stream_has_no_body() {
-        let p = parts(
-            http::Request::builder().uri("http://a.test/").header("host", "b.test").body(()).unwrap(),
-        );
+        let p = parts(http::Request::builder().uri("http://a.test/").header("host", "b.test").body(()).unwrap());
         let r = Request::new(&p, true);
         assert_eq!(r.head.headers.len(), 1);
         assert_eq!(r.field(&r.head.headers[0].1), b"b.test");

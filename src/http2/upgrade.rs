@@ -18,9 +18,17 @@ fn has_token(value: &[u8], token: &[u8]) -> bool {
 /// Fields of an HTTP/1.1 request that an HTTP/2 request does not carry (RFC 9113 §8.2.2),
 /// or that become pseudo-fields (`host`).
 fn dropped(name: &[u8]) -> bool {
-    [&b"connection"[..], b"upgrade", b"http2-settings", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"host"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
+    [
+        &b"connection"[..],
+        b"upgrade",
+        b"http2-settings",
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"host",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// An HPACK integer with an `n`-bit prefix (RFC 7541 §5.1).

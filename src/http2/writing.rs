@@ -34,10 +34,19 @@ pub enum Writing {
 
 /// A part of a response.
 pub enum Part {
-    Head { head: ResponseHead, trailers: bool },
-    Body { data: Bytes, more: bool },
+    Head {
+        head: ResponseHead,
+        trailers: bool,
+    },
+    Body {
+        data: Bytes,
+        more: bool,
+    },
     /// Serialized trailer fields (`name: value\r\n` lines).
-    Trailers { fields: Vec<u8>, more: bool },
+    Trailers {
+        fields: Vec<u8>,
+        more: bool,
+    },
 }
 
 /// What a part did.

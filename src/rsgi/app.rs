@@ -3,11 +3,11 @@
 //! hands it requests.
 
 use super::scope::Scope;
+use crate::carrier::Carrier;
 use crate::http::app_task::AppTasks;
+use crate::http::dispatch::not_http2;
 use crate::http::dispatch::{Dispatch, RequestView, Served};
 use crate::http::parse::Reject;
-use crate::carrier::Carrier;
-use crate::http::dispatch::not_http2;
 use crate::ws::conn::WsSettings;
 use crate::ws::deflate::ServerConfig;
 use crate::ws::handshake::{check_upgrade, refusal_fields, Upgrade};

@@ -7,12 +7,12 @@
 use super::app::RsgiApp;
 use super::scope::Scope;
 use super::{bytes_arg, ProtocolClosed, ProtocolError};
+use crate::carrier::Carrier;
 use crate::event_loop::create_future;
 use crate::http::app_task::{ready, ready_none, task_exception};
 use crate::http::body::BodyRead;
-use crate::http::head::{HeadBuilder, ResponseHead};
-use crate::carrier::Carrier;
 use crate::http::dispatch::not_http2;
+use crate::http::head::{HeadBuilder, ResponseHead};
 use crate::http::protocol::HttpProtocol as Connection;
 use crate::http::respond::{AppEnd, OpenFile, Part, RespondError, Responded};
 use crate::http::ClientDisconnected;

@@ -2,9 +2,9 @@
 //! `http.disconnect`.
 
 use super::super::ready;
+use crate::carrier::Carrier;
 use crate::event_loop::create_future;
 use crate::http::body::BodyRead;
-use crate::carrier::Carrier;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};

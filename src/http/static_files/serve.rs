@@ -65,10 +65,12 @@ impl HttpProtocol {
         // The access log formats the request as the interface presents it; one the
         // interface would refuse (a WebSocket handshake it turns down) is still logged, as
         // input that made no request is.
-        let log = state
-            .access_log
-            .as_ref()
-            .map(|_| state.dispatch.request(py, &crate::http::dispatch::RequestView::of(c, head)).map_or_else(|_| py.None(), |s| s.request));
+        let log = state.access_log.as_ref().map(|_| {
+            state
+                .dispatch
+                .request(py, &crate::http::dispatch::RequestView::of(c, head))
+                .map_or_else(|_| py.None(), |s| s.request)
+        });
         let reading = match head.framing {
             Framing::Length(0) => Reading::Done,
             Framing::Length(n) => Reading::Discard(BodyState::Length(n)),

@@ -1,6 +1,7 @@
 //! The server loop shared by `http-native` and `fake-db`: one tokio
-//! current_thread runtime (a single OS thread), hyper HTTP/1.1 with keep-alive,
-//! `READY <port>` on stdout once listening, clean exit on SIGINT/SIGTERM.
+//! current_thread runtime (a single OS thread), hyper HTTP/1.1 with keep-alive
+//! (or HTTP/2 with prior knowledge: `Protocol::Http2`), `READY <port>` on
+//! stdout once listening, clean exit on SIGINT/SIGTERM.
 
 use std::convert::Infallible;
 use std::error::Error;
@@ -11,15 +12,23 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use hyper::body::{Body, Incoming};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
+/// What the connections speak.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    /// h2c with prior knowledge (the HTTP/2 benchmark's reference).
+    Http2,
+}
+
 /// Serve `handler` on `addr` until SIGINT or SIGTERM. `name` prefixes errors.
-pub fn run<F, Fut, B>(name: &str, addr: SocketAddr, handler: F) -> ExitCode
+pub fn run<F, Fut, B>(name: &str, addr: SocketAddr, protocol: Protocol, handler: F) -> ExitCode
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
@@ -31,7 +40,7 @@ where
         .enable_all()
         .build();
     let result = match runtime {
-        Ok(runtime) => runtime.block_on(serve(addr, handler)),
+        Ok(runtime) => runtime.block_on(serve(addr, protocol, handler)),
         Err(e) => Err(e),
     };
     match result {
@@ -43,7 +52,7 @@ where
     }
 }
 
-async fn serve<F, Fut, B>(addr: SocketAddr, handler: F) -> io::Result<()>
+async fn serve<F, Fut, B>(addr: SocketAddr, protocol: Protocol, handler: F) -> io::Result<()>
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
@@ -80,11 +89,17 @@ where
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
         tokio::spawn(async move {
-            let conn = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service_fn(handler));
             // Resets and malformed requests end only that connection.
-            let _ = conn.await;
+            if protocol == Protocol::Http2 {
+                let conn = http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service_fn(handler));
+                let _ = conn.await;
+            } else {
+                let conn = http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(stream), service_fn(handler));
+                let _ = conn.await;
+            }
         });
     }
 }

@@ -74,5 +74,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    serve::run("fake-db", addr, move |req| handle(req, latency))
+    serve::run("fake-db", addr, serve::Protocol::Http1, move |req| {
+        handle(req, latency)
+    })
 }

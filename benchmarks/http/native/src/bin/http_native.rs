@@ -1,7 +1,9 @@
 //! The limit reference of the HTTP benchmark: the least a single-threaded
 //! hyper server has to do for each workload route.
 //!
-//!     http-native --port PORT [--host 127.0.0.1]
+//!     http-native --port PORT [--host 127.0.0.1] [--http2]
+//!
+//! `--http2`: HTTP/2 with prior knowledge (h2c) instead of HTTP/1.1.
 //!
 //! GET / -> "Hello, world!"; GET /10k -> 10240 bytes; GET /100k -> 102400
 //! bytes (the RSGI suite's largest body); POST /echo -> the
@@ -78,12 +80,24 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
 }
 
 fn main() -> ExitCode {
-    let addr = match Args::parse(&["host", "port"]).and_then(|args| serve::listen_addr(&args)) {
+    let http2 = std::env::args().any(|a| a == "--http2");
+    let argv: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--http2")
+        .collect();
+    let addr = match Args::parse_from(argv, &["host", "port"])
+        .and_then(|args| serve::listen_addr(&args))
+    {
         Ok(addr) => addr,
         Err(msg) => {
             eprintln!("http-native: {msg}\nusage: http-native --port PORT [--host 127.0.0.1]");
             return ExitCode::from(2);
         }
     };
-    serve::run("http-native", addr, handle)
+    let protocol = if http2 {
+        serve::Protocol::Http2
+    } else {
+        serve::Protocol::Http1
+    };
+    serve::run("http-native", addr, protocol, handle)
 }

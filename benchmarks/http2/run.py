@@ -1,0 +1,332 @@
+"""The HTTP/2 suite: swordfish's HTTP/2 against the peers' (granian `--http 2` with ASGI and
+RSGI on uvloop, hypercorn), native hyper's HTTP/2 on one thread, and swordfish's own
+HTTP/1.1 on the same workloads; h2load (Debian's nghttp2-client) as the client.
+
+    run.py --quick            1 round, 3 s runs, c64 x m10, h2c
+    run.py --full             2 rounds, 6 s runs, c64 x m10 and c1 x m100, h2c and TLS,
+                              and the idle memory of 10,000 HTTP/2 connections
+    run.py --from-results F   the tables of a stored run
+
+Workloads: hello (GET /, 13 bytes), get 10 KiB (GET /10k), echo 10 KiB (POST /echo, the
+body sent back). One worker pinned to CPU 0, h2load (one thread) pinned to CPU 1; servers
+in a rotated order each round; medians; results in results/http2-*.json. swordfish's
+HTTP/1.1 row is h2load `--h1` at the same connection count, one request at a time on each.
+"""
+import argparse
+import asyncio
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
+from proctree import tree  # noqa: E402
+from rounds import free_port, pin, results_of, rotated, save_results  # noqa: E402
+from servers import NATIVE_DIR, child_env  # noqa: E402
+
+APPS = os.path.join(BENCH, "rsgi", "apps")
+RESULTS = os.path.join(HERE, "results")
+SERVER_CPU, CLIENT_CPU = 0, 1
+WORKLOADS = {"hello": ("/", None), "get10k": ("/10k", None), "echo10k": ("/echo", 10240)}
+SHAPES = {"c64m10": (64, 10), "c1m100": (1, 100)}
+
+
+def _swordfish(tls, extra=()):
+    def command(port, cert):
+        return [sys.executable, "-m", "swordfish", "serve", "bench_asgi:app", "--host", "127.0.0.1", "--port",
+                str(port), "--no-access-log", "--log-level", "warning", *extra, *_tls("--ssl", tls, cert)]
+    return command
+
+
+def _granian(interface, tls):
+    def command(port, cert):
+        return [sys.executable, "-m", "granian", "--interface", interface, "--host", "127.0.0.1", "--port", str(port),
+                "--workers", "1", "--runtime-threads", "1", "--loop", "uvloop", "--http", "2", "--no-ws",
+                "--log-level", "warning", *_tls("--ssl", tls, cert), f"bench_{interface}:app"]
+    return command
+
+
+def _hypercorn(tls):
+    def command(port, cert):
+        tls_args = ["--certfile", cert[0], "--keyfile", cert[1]] if tls else []
+        return [sys.executable, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+                "--log-level", "warning", *tls_args, "bench_asgi:app"]
+    return command
+
+
+def _native(port, cert):
+    return [os.path.join(NATIVE_DIR, "http-native"), "--port", str(port), "--http2"]
+
+
+def _tls(prefix, tls, cert):
+    return [f"{prefix}-certfile", cert[0], f"{prefix}-keyfile", cert[1]] if tls else []
+
+
+# name: (command(port, (cert, key)), label, TLS, HTTP/1.1 client)
+SERVERS = {
+    "swordfish": (_swordfish(False), "swordfish ASGI (h2c)", False, False),
+    "swordfish-h1": (_swordfish(False, ("--http", "1")), "swordfish ASGI, HTTP/1.1", False, True),
+    "granian-asgi": (_granian("asgi", False), "granian ASGI + uvloop (h2c)", False, False),
+    "granian-rsgi": (_granian("rsgi", False), "granian RSGI + uvloop (h2c)", False, False),
+    "hypercorn": (_hypercorn(False), "hypercorn (h2c)", False, False),
+    "native": (_native, "native hyper (Rust, 1 thread, h2c)", False, False),
+    "swordfish-tls": (_swordfish(True), "swordfish ASGI (h2, TLS)", True, False),
+    "granian-asgi-tls": (_granian("asgi", True), "granian ASGI + uvloop (h2, TLS)", True, False),
+    "granian-rsgi-tls": (_granian("rsgi", True), "granian RSGI + uvloop (h2, TLS)", True, False),
+}
+QUICK = ["swordfish", "swordfish-h1", "granian-asgi", "granian-rsgi", "native"]
+FULL = list(SERVERS)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true")
+    mode.add_argument("--full", action="store_true")
+    p.add_argument("--servers", help="comma-separated server names (default: the mode's)")
+    p.add_argument("--rounds", type=int)
+    p.add_argument("--seconds", type=float)
+    p.add_argument("--idle-connections", type=int, help="connections of the idle memory measure (0: none)")
+    p.add_argument("--from-results", metavar="FILE")
+    args = p.parse_args(argv)
+    args.servers = args.servers.split(",") if args.servers else (FULL if args.full else QUICK)
+    bad = [s for s in args.servers if s not in SERVERS]
+    if bad:
+        p.error(f"unknown: {', '.join(bad)}")
+    args.rounds = args.rounds or (2 if args.full else 1)
+    args.seconds = args.seconds or (6 if args.full else 3)
+    args.shapes = list(SHAPES) if args.full else ["c64m10"]
+    if args.idle_connections is None:
+        args.idle_connections = 10000 if args.full else 0
+    return args
+
+
+def certificate(directory):
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+class Server:
+    """A server process pinned to SERVER_CPU, ready once h2load gets one answer."""
+
+    def __init__(self, name, port, cert):
+        command, _, self.tls, self.h1 = SERVERS[name]
+        self.name, self.port = name, port
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(pin(SERVER_CPU) + command(port, cert), cwd=APPS, env=child_env(None, APPS),
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{name} exited: {self.output()}")
+            if h2load(self, "/", None, 1, 1, None, requests=1).get("ok"):
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"{name} did not answer: {self.output()}")
+
+    @property
+    def url(self):
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def output(self):
+        self.log.seek(0)
+        return " | ".join(self.log.read().decode(errors="replace").strip().splitlines()[-5:])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+
+
+def h2load(server, path, body_file, conns, streams, seconds, requests=None):
+    """One h2load run: req/s, the failures, p99 of the request times (ms)."""
+    cmd = pin(CLIENT_CPU) + ["h2load", "-t", "1", "-c", str(conns), "-m", str(streams)]
+    if server.h1:
+        cmd += ["--h1", "-m", "1"]
+    cmd += ["-n", str(requests)] if requests else ["-D", str(seconds), "--warm-up-time", "1"]
+    if body_file:
+        cmd += ["-d", body_file]
+    try:
+        out = subprocess.run(cmd + [server.url + path], capture_output=True, text=True, timeout=120).stdout
+    except subprocess.TimeoutExpired:
+        return {}
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+    rate = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
+    p99 = None
+    # "time for request:  min  max  mean  sd  +/- sd": no percentiles; the max of the
+    # request times bounds the tail (h2load has no p99).
+    times = re.search(r"time for request:\s+\S+\s+(\S+)\s+(\S+)", out)
+    if times:
+        p99 = _ms(times.group(1))
+    ok = bool(done) and int(done.group(2)) > 0 and int(done.group(1)) == int(done.group(2))
+    return {"ok": ok, "rps": float(rate.group(1)) if rate else 0.0, "max_ms": p99,
+            "failed": int(done.group(1)) - int(done.group(2)) if done else None}
+
+
+def _ms(text):
+    m = re.match(r"([\d.]+)(us|ms|s)", text)
+    if not m:
+        return None
+    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+
+
+async def _idle(port, n, tls):
+    """Open `n` HTTP/2 connections (preface and SETTINGS sent, the server's read), idle."""
+    import ssl
+    ctx = None
+    if tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        ctx.set_alpn_protocols(["h2"])
+    settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    writers = []
+    sem = asyncio.Semaphore(200)
+
+    async def one():
+        async with sem:
+            r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+            writers.append(w)
+            w.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings)
+            if not await asyncio.wait_for(r.read(9), 10):
+                raise ConnectionError("closed by the server")
+
+    results = await asyncio.gather(*(one() for _ in range(n)), return_exceptions=True)
+    errors = [e for e in results if isinstance(e, BaseException)]
+    if errors:
+        for w in writers:
+            w.close()
+        raise RuntimeError(f"{len(errors)} of {n} idle connections failed: {errors[0]!r}")
+    return writers
+
+
+def tree_rss_bytes(pid):
+    """The resident memory of a process and its descendants."""
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total
+
+
+def idle_memory(server, n):
+    """The server's RSS growth, in KiB per connection, with `n` idle HTTP/2 connections."""
+    before = tree_rss_bytes(server.proc.pid)
+    loop = asyncio.new_event_loop()
+    try:
+        writers = loop.run_until_complete(_idle(server.port, n, server.tls))
+        time.sleep(1)
+        after = tree_rss_bytes(server.proc.pid)
+        for w in writers:
+            w.close()
+    finally:
+        loop.close()
+    return (after - before) / 1024 / n
+
+
+def measure(args):
+    records = []
+    body = tempfile.NamedTemporaryFile(delete=False)
+    body.write(b"x" * 10240)
+    body.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        cert = certificate(tmp)
+        for rnd in range(args.rounds):
+            print(f"round {rnd + 1}/{args.rounds}", flush=True)
+            for name in rotated(args.servers, rnd):
+                try:
+                    server = Server(name, free_port(), cert)
+                except RuntimeError as exc:
+                    print(f"  {name}: {exc}", file=sys.stderr)
+                    continue
+                try:
+                    for workload, (path, size) in WORKLOADS.items():
+                        for shape in args.shapes:
+                            conns, streams = SHAPES[shape]
+                            if server.h1 and shape != "c64m10":
+                                continue
+                            r = h2load(server, path, body.name if size else None, conns, streams, args.seconds)
+                            records.append({"round": rnd, "server": name, "workload": workload, "shape": shape, **r})
+                            print(f"  {name:18} {workload:8} {shape:7} {r.get('rps', 0):>10.0f} req/s", flush=True)
+                    if args.idle_connections and rnd == 0 and not server.h1:
+                        try:
+                            kib = idle_memory(server, args.idle_connections)
+                        except RuntimeError as exc:
+                            print(f"  {name:18} idle: {exc}", flush=True)
+                        else:
+                            records.append({"round": rnd, "server": name, "idle_kib": kib,
+                                            "idle_n": args.idle_connections})
+                            print(f"  {name:18} idle     {kib:.1f} KiB per connection", flush=True)
+                finally:
+                    server.stop()
+    os.unlink(body.name)
+    meta = {"rounds": args.rounds, "seconds": args.seconds, "servers": args.servers, "shapes": args.shapes,
+            "cpus": f"server on CPU {SERVER_CPU}, h2load on CPU {CLIENT_CPU}"}
+    save_results(RESULTS, "http2", meta, records)
+    return meta, records
+
+
+def tables(meta, records):
+    servers = [s for s in meta["servers"] if any(r.get("server") == s for r in records)]
+    out = []
+    for shape in meta["shapes"]:
+        rows = []
+        for s in servers:
+            cells = []
+            for w in WORKLOADS:
+                vals = [r["rps"] for r in records if r.get("server") == s and r.get("workload") == w
+                        and r.get("shape") == shape and r.get("ok")]
+                cells.append(statistics.median(vals) if vals else None)
+            if any(c is not None for c in cells):
+                rows.append((s, cells))
+        if not rows:
+            continue
+        best_peer = {w: max((c[i] for s, c in rows if s.startswith(("granian-asgi", "hypercorn")) and c[i]),
+                            default=None) for i, w in enumerate(WORKLOADS)}
+        out.append(f"\n{shape} (req/s, medians of {meta['rounds']} rounds of {meta['seconds']:g} s; "
+                   f"x: against the best peer's ASGI)\n")
+        out.append("| server | " + " | ".join(WORKLOADS) + " |")
+        out.append("|---|" + "---:|" * len(WORKLOADS))
+        for s, cells in rows:
+            texts = []
+            for i, w in enumerate(WORKLOADS):
+                c = cells[i]
+                peer = best_peer[w]
+                ratio = f" ({c / peer:.2f}x)" if c and peer and s.startswith("swordfish") else ""
+                texts.append("–" if c is None else f"{c / 1000:.1f}k{ratio}")
+            out.append(f"| {SERVERS[s][1]} | " + " | ".join(texts) + " |")
+    idle = [(r["server"], r["idle_kib"], r["idle_n"]) for r in records if "idle_kib" in r]
+    if idle:
+        out.append(f"\nidle memory of {idle[0][2]} HTTP/2 connections (RSS growth per connection)\n")
+        out.append("| server | KiB per connection |")
+        out.append("|---|---:|")
+        for s, kib, _ in idle:
+            out.append(f"| {SERVERS[s][1]} | {kib:.1f} |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    args = parse_args(argv if argv is not None else sys.argv[1:])
+    meta, records = results_of(args, measure)
+    print(tables(meta, records))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The ASGI app tests/test_http2_attacks.py serves in a subprocess:
+
+    GET /          "hello"
+    GET /big       1 MiB, in 64 KiB parts
+    GET /wait      waits until cancelled (counted in /count)
+    POST /echo     the body sent back
+    GET /count     "<apps running> <apps cancelled>"
+"""
+
+import asyncio
+
+RUNNING = 0
+CANCELLED = 0
+
+
+async def app(scope, receive, send):
+    global RUNNING, CANCELLED
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    if path == "/big":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(16):
+            await send({"type": "http.response.body", "body": b"b" * 65536, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    if path == "/wait":
+        RUNNING += 1
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            CANCELLED += 1
+            raise
+        finally:
+            RUNNING -= 1
+    if path == "/echo":
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+    elif path == "/count":
+        body = f"{RUNNING} {CANCELLED}".encode()
+    else:
+        body = b"hello"
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,305 @@
+"""The known HTTP/2 attacks, performed against a server in a subprocess: each offender is
+closed (GOAWAY, ENHANCE_YOUR_CALM or the like) or held within a bound, the server's memory
+stays flat, and a second, well-behaved client is served meanwhile. Frames are built by
+hand (hyperframe, hpack), as an attacker builds them."""
+
+import asyncio
+import socket
+import time
+
+import hpack
+import hyperframe.frame as f
+import pytest
+
+from apps.serving import ServeProcess
+from h2util import PREFACE, H2Client
+
+ENHANCE_YOUR_CALM = 0xB
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
+                        "--http2-max-concurrent-streams", "100")
+    try:
+        proc.wait_line("serving on")
+        proc.port_number = proc.port()
+        yield proc
+    finally:
+        proc.stop()
+
+
+def rss(proc):
+    with open(f"/proc/{proc.proc.pid}/status") as s:
+        return next(int(line.split()[1]) * 1024 for line in s if line.startswith("VmRSS:"))
+
+
+class Raw:
+    """A connection that sends frames as given (after the preface and SETTINGS)."""
+
+    def __init__(self, port, settings=None):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.settimeout(5)
+        self.encoder = hpack.Encoder()
+        self.sock.sendall(PREFACE + f.SettingsFrame(0, settings=settings or {}).serialize())
+        self.buf = b""
+
+    def send(self, *frames):
+        self.sock.sendall(b"".join(fr.serialize() for fr in frames))
+
+    def headers(self, stream_id, path=b"/", method=b"GET", end_stream=True, end_headers=True):
+        block = self.encoder.encode([(b":method", method), (b":path", path), (b":scheme", b"http"),
+                                     (b":authority", b"localhost")])
+        flags = (["END_STREAM"] if end_stream else []) + (["END_HEADERS"] if end_headers else [])
+        return f.HeadersFrame(stream_id, block, flags=flags)
+
+    def frames(self, timeout=5):
+        """Frames until the server closes (or `timeout` passes without any)."""
+        self.sock.settimeout(timeout)
+        while True:
+            while len(self.buf) >= 9:
+                frame, length = f.Frame.parse_frame_header(memoryview(self.buf[:9]))
+                if len(self.buf) < 9 + length:
+                    break
+                frame.parse_body(memoryview(self.buf[9:9 + length]))
+                self.buf = self.buf[9 + length:]
+                yield frame
+            try:
+                data = self.sock.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                return
+            if not data:
+                return
+            self.buf += data
+
+    def goaway(self, timeout=5):
+        """The error code of the GOAWAY that ends the connection (None: closed without one)."""
+        code = None
+        for frame in self.frames(timeout):
+            if isinstance(frame, f.GoAwayFrame):
+                code = frame.error_code
+        return code
+
+    def close(self):
+        self.sock.close()
+
+
+def still_serving(port):
+    async def main():
+        c = await H2Client.open(port)
+        r = await c.request(b"GET", b"/")
+        c.close()
+        return r.status, r.body
+
+    assert asyncio.run(main()) == (200, b"hello")
+
+
+def count(port):
+    async def main():
+        c = await H2Client.open(port)
+        r = await c.request(b"GET", b"/count")
+        c.close()
+        return tuple(int(x) for x in r.body.split())
+
+    return asyncio.run(main())
+
+
+def flat(server, before, limit=32 * MiB):
+    after = rss(server)
+    assert after - before < limit, f"RSS grew by {(after - before) / MiB:.1f} MiB"
+
+
+def test_rapid_reset(server):
+    """CVE-2023-44487: streams opened and reset at once, without end."""
+    before = rss(server)
+    c = Raw(server.port_number)
+    try:
+        for i in range(2000):
+            sid = 2 * i + 1
+            c.send(c.headers(sid, b"/wait"), f.RstStreamFrame(sid, error_code=0x8))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    assert c.goaway() == ENHANCE_YOUR_CALM
+    c.close()
+    still_serving(server.port_number)
+    flat(server, before)
+    # Every app the resets started was cancelled.
+    deadline = time.monotonic() + 5
+    while count(server.port_number)[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert count(server.port_number)[0] == 0
+
+
+def test_made_you_reset(server):
+    """CVE-2025-8671: valid streams followed by frames that make the server reset them
+    (a WINDOW_UPDATE that overflows the stream's window, RFC 9113 §6.9.1): each stream's
+    app is cancelled, and the offender closed
+    once the resets add up."""
+    before = rss(server)
+    running_before, cancelled_before = count(server.port_number)
+    c = Raw(server.port_number)
+    try:
+        for i in range(1500):
+            sid = 2 * i + 1
+            c.send(c.headers(sid, b"/wait"), f.WindowUpdateFrame(sid, window_increment=2**31 - 1))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    assert c.goaway() in (ENHANCE_YOUR_CALM, 0x5)  # or STREAM_CLOSED as a connection error
+    c.close()
+    still_serving(server.port_number)
+    flat(server, before)
+    deadline = time.monotonic() + 5
+    while count(server.port_number)[0] > running_before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running, cancelled = count(server.port_number)
+    assert running == running_before and cancelled > cancelled_before
+
+
+def test_continuation_flood(server):
+    """CVE-2024-27316 and its family: a header block that never ends."""
+    before = rss(server)
+    c = Raw(server.port_number)
+    junk = b"\x00\x05x-abc\x03aaa" * 90  # valid literal fields, again and again
+    try:
+        c.send(c.headers(1, end_headers=False))
+        for _ in range(2000):
+            c.send(f.ContinuationFrame(1, junk))
+    except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        pass
+    assert c.goaway() == ENHANCE_YOUR_CALM
+    c.close()
+    still_serving(server.port_number)
+    flat(server, before)
+
+
+def test_hpack_bomb(server):
+    """A small header block that decodes to megabytes: one large field in the dynamic
+    table, then referenced thousands of times."""
+    before = rss(server)
+    c = Raw(server.port_number)
+    big = b"v" * 4000
+    first = c.encoder.encode([(b"x-bomb", big)])
+    block = c.encoder.encode([(b":method", b"GET"), (b":path", b"/"), (b":scheme", b"http"),
+                              (b":authority", b"localhost")])
+    # The field is the newest entry of the dynamic table: index 62 (RFC 7541 §2.3.3).
+    block += bytes([0x80 | 62]) * 8000
+    c.send(f.HeadersFrame(1, first + block, flags=["END_STREAM", "END_HEADERS"]))
+    refused = False
+    for frame in c.frames():
+        if isinstance(frame, (f.RstStreamFrame, f.GoAwayFrame)):
+            refused = True
+            break
+        if isinstance(frame, f.HeadersFrame) and frame.stream_id == 1:
+            status = dict(hpack.Decoder().decode(frame.data)).get(":status")
+            refused = status == "431"
+            break
+    assert refused
+    c.close()
+    still_serving(server.port_number)
+    flat(server, before)
+
+
+@pytest.mark.parametrize("kind", ["settings", "ping"])
+def test_control_frame_flood_from_a_client_that_reads_nothing(server, kind):
+    """SETTINGS or PING frames, each of which the server must answer, from a client that
+    never reads: the server stops reading it rather than queueing answers."""
+    before = rss(server)
+    c = Raw(server.port_number)
+    frame = (f.SettingsFrame(0, settings={f.SettingsFrame.MAX_CONCURRENT_STREAMS: 100}) if kind == "settings"
+             else f.PingFrame(0, b"12345678"))
+    one = frame.serialize() * 1000
+    c.sock.settimeout(2)
+    sent = 0
+    try:
+        while sent < 200 * MiB:
+            c.sock.sendall(one)
+            sent += len(one)
+    except (socket.timeout, BrokenPipeError, ConnectionResetError):
+        pass
+    # The server stopped reading long before 200 MB (the kernel's buffers hold the rest).
+    assert sent < 100 * MiB, sent
+    flat(server, before)
+    still_serving(server.port_number)
+    c.close()
+
+
+def test_empty_data_frame_flood(server):
+    before = rss(server)
+    c = Raw(server.port_number)
+    try:
+        c.send(c.headers(1, b"/echo", method=b"POST", end_stream=False))
+        empty = f.DataFrame(1, b"").serialize() * 1000
+        for _ in range(200):
+            c.sock.sendall(empty)
+    except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        pass
+    assert c.goaway() == ENHANCE_YOUR_CALM
+    c.close()
+    still_serving(server.port_number)
+    flat(server, before)
+
+
+def test_zero_window_client_holds_no_more_than_the_send_buffer(server):
+    """A client that opens no window: the response waits in the stream's send buffer."""
+    before = rss(server)
+    clients = []
+    for _ in range(20):
+        c = Raw(server.port_number, settings={f.SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.send(c.headers(1, b"/big"))
+        clients.append(c)
+    time.sleep(1)
+    # 20 streams of 1 MiB each: held at the send buffer (400 KiB each at most), not 20 MiB.
+    flat(server, before, limit=12 * MiB)
+    still_serving(server.port_number)
+    for c in clients:
+        c.close()
+
+
+def test_data_before_the_settings_ack_uses_the_default_window(server):
+    """The server's smaller window applies only once the client has acknowledged it; before
+    that the default 65,535 bytes may come (RFC 9113 §6.9.2)."""
+    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
+                        "--http2-initial-stream-window-size", "1000")
+    try:
+        proc.wait_line("serving on")
+        c = Raw(proc.port())
+        body = b"d" * 60000
+        c.send(c.headers(1, b"/echo", method=b"POST", end_stream=False))
+        c.send(*[f.DataFrame(1, body[i:i + 16384]) for i in range(0, len(body), 16384)])
+        c.send(f.DataFrame(1, b"", flags=["END_STREAM"]))
+        got, status = b"", None
+        for frame in c.frames():
+            if isinstance(frame, f.SettingsFrame) and "ACK" not in frame.flags:
+                c.send(f.SettingsFrame(0, flags=["ACK"]))
+            elif isinstance(frame, f.HeadersFrame):
+                status = dict(hpack.Decoder().decode(frame.data)).get(":status")
+            elif isinstance(frame, f.DataFrame):
+                got += frame.data
+                c.send(f.WindowUpdateFrame(0, window_increment=len(frame.data) or 1),
+                       f.WindowUpdateFrame(1, window_increment=len(frame.data) or 1))
+                if "END_STREAM" in frame.flags:
+                    break
+            elif isinstance(frame, (f.GoAwayFrame, f.RstStreamFrame)):
+                break
+        assert status == "200" and got == body
+        c.close()
+    finally:
+        proc.stop()
+
+
+def test_streams_past_the_concurrency_limit_are_refused(server):
+    c = Raw(server.port_number)
+    for i in range(150):
+        c.send(c.headers(2 * i + 1, b"/wait"))
+    refused = 0
+    for frame in c.frames(timeout=2):
+        if isinstance(frame, f.RstStreamFrame) and frame.error_code == 0x7:  # REFUSED_STREAM
+            refused += 1
+            if refused == 50:
+                break
+        if isinstance(frame, f.GoAwayFrame):
+            break
+    assert refused == 50
+    c.close()
+    still_serving(server.port_number)
