@@ -55,6 +55,44 @@ impl Carrier {
         }
     }
 
+    /// Several parts at once (a head and its whole body); stops at the first refused.
+    pub fn respond_parts<'py>(
+        &self,
+        py: Python<'py>,
+        gen: u64,
+        parts: impl IntoIterator<Item = Part<'py>>,
+    ) -> PyResult<Result<Responded, RespondError>> {
+        match self {
+            Carrier::H1(p) => HttpProtocol::respond_parts(p.bind(py), gen, parts),
+            Carrier::H2(p) => {
+                let mut r = Ok(Responded::Ready);
+                for part in parts {
+                    r = H2Protocol::respond(p.bind(py), gen, part)?;
+                    if r.is_err() {
+                        break;
+                    }
+                }
+                Ok(r)
+            }
+        }
+    }
+
+    /// The whole body of request `gen`, if all of it has arrived and none was taken yet.
+    pub fn take_whole_body(&self, py: Python<'_>, gen: u64) -> PyResult<Option<Vec<u8>>> {
+        match self {
+            Carrier::H1(p) => p.get().take_whole_body(py, gen),
+            Carrier::H2(p) => H2Protocol::take_whole_body(p.bind(py), gen),
+        }
+    }
+
+    /// Resolve `waiter` once the connection is lost; false if it is already.
+    pub fn watch_lost(&self, py: Python<'_>, waiter: &Py<PyAny>) -> PyResult<bool> {
+        match self {
+            Carrier::H1(p) => p.get().watch_lost(py, waiter),
+            Carrier::H2(p) => p.get().watch_lost(py, waiter),
+        }
+    }
+
     /// The next body message of request `gen`, or `waiter()` registered to get it.
     pub fn read_body(
         &self,

@@ -178,6 +178,10 @@ async def streaming_app(scope, receive, send):
     elif path == "/file":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/x-python")]})
         await send({"type": "http.response.pathsend", "path": __file__})
+    elif path == "/head-length":
+        # A HEAD's answer: GET's length, no body.
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"1234")]})
+        await send({"type": "http.response.body", "body": b""})
     elif path == "/raise":
         raise RuntimeError("before the head")
     elif path == "/half":
@@ -224,6 +228,8 @@ def test_trailers_files_and_head(loop):
             assert r.body == source and r.header(b"content-length") == str(len(source)).encode()
             r = await c.request(b"HEAD", b"/file")
             assert r.status == 200 and r.body == b"" and r.header(b"content-length") == str(len(source)).encode()
+            r = await c.request(b"HEAD", b"/head-length")
+            assert r.status == 200 and r.ended and r.reset is None and r.header(b"content-length") == b"1234"
             c.close()
 
     run(loop, main())
@@ -435,6 +441,66 @@ def test_unix_socket_serves_http2(loop, tmp_path):
             c = H2Client(reader, writer)
             r = await c.request(b"GET", b"/u")
             assert r.status == 200 and eval(r.body.decode())[0] == "2"
+            c.close()
+
+    run(loop, main())
+
+
+async def rsgi_app(scope, protocol):
+    """RSGI over HTTP/2: the scope's version and authority, the body, a streamed response."""
+    if scope.proto != "http":
+        return
+    if scope.path == "/stream":
+        transport = protocol.response_stream(200, [("content-type", "text/plain")])
+        for i in range(3):
+            await transport.send_str(f"part {i};")
+        return
+    if scope.path == "/file":
+        protocol.response_file(200, [("content-type", "text/x-python")], __file__)
+        return
+    body = await protocol()
+    text = f"{scope.http_version} {scope.method} {scope.authority} {scope.headers.get('host')} {len(body)}"
+    protocol.response_str(200, [("content-type", "text/plain")], text)
+
+
+def test_rsgi_over_http2(loop):
+    async def main():
+        async with serving(rsgi_app, interface="rsgi") as server:
+            c = await H2Client.open(port_of(server))
+            r = await c.request(b"POST", b"/x", body=b"r" * 70000)
+            assert r.body == b"2 POST localhost localhost 70000"
+            r = await c.request(b"GET", b"/stream")
+            assert r.body == b"part 0;part 1;part 2;"
+            with open(__file__, "rb") as f:
+                assert (await c.request(b"GET", b"/file")).body == f.read()
+            c.close()
+            # HTTP/1.1 beside it: no authority (RFC: only HTTP/2 and absolute-form targets).
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+            writer.write(b"GET /one HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert (await read_response(reader)).body == b"1.1 GET None t 0"
+            writer.close()
+
+    run(loop, main())
+
+
+def test_static_files_over_http2(loop, tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"static " * 20000)
+    (tmp_path / "s.txt").write_bytes(b"small")
+
+    async def main():
+        async with serving(probe_app, static_path_dir=str(tmp_path), static_path_route="/static") as server:
+            c = await H2Client.open(port_of(server))
+            r = await c.request(b"GET", b"/static/a.txt")
+            assert r.status == 200 and r.body == b"static " * 20000
+            assert r.header(b"content-length") == b"140000" and r.header(b"etag")
+            r = await c.request(b"GET", b"/static/s.txt", headers=[(b"range", b"bytes=1-3")])
+            assert r.status == 206 and r.body == b"mal"
+            etag = (await c.request(b"HEAD", b"/static/s.txt")).header(b"etag")
+            r = await c.request(b"GET", b"/static/s.txt", headers=[(b"if-none-match", etag)])
+            assert r.status == 304 and r.body == b""
+            assert (await c.request(b"GET", b"/static/missing")).status == 404
+            # Outside the route the app answers.
+            assert eval((await c.request(b"GET", b"/app")).body.decode())[0] == "2"
             c.close()
 
     run(loop, main())

@@ -79,7 +79,7 @@ impl AppTasks {
         let py = unsafe { Python::assume_attached() };
         if let Some(chained) = self.chained.try_lock(py) {
             for (carrier, request, _) in chained.iter() {
-                carrier.traverse(&visit)?;
+                carrier.traverse(visit)?;
                 visit.call(request)?;
             }
         }

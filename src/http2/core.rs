@@ -99,6 +99,8 @@ pub struct Stream {
     body_ended: bool,
     /// The application waits for body bytes: `Event::Body` when they come.
     pub reader_waiting: bool,
+    /// Some of the body was handed to the application.
+    body_taken: bool,
     respond: Option<SendResponse<Bytes>>,
     send: Option<SendStream<Bytes>>,
     queue: VecDeque<Bytes>,
@@ -122,6 +124,7 @@ impl Stream {
             body_len: 0,
             body_ended,
             reader_waiting: false,
+            body_taken: false,
             respond: Some(respond),
             send: None,
             queue: VecDeque::new(),
@@ -334,8 +337,14 @@ impl H2Core {
             let _ = recv.flow_control().release_capacity(s.body_len);
         }
         s.body_len = 0;
+        s.body_taken = true;
         self.flag.0.store(true, Ordering::Relaxed);
         BodyTake::Data(data, !s.body_ended)
+    }
+
+    /// Whether stream `id`'s body has all arrived and none of it was taken.
+    pub fn body_whole(&self, id: u32) -> bool {
+        self.streams.get(&id).is_some_and(|s| s.body_ended && !s.reset && !s.body_taken)
     }
 
     /// Whether stream `id`'s body has all arrived (or cannot come any more).

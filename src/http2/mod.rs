@@ -73,6 +73,19 @@ pub fn preface(buf: &[u8]) -> Preface {
     }
 }
 
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<protocol::H2Protocol>()
+}
+
+/// The socket transport's native read path for `H2Protocol` (see `transport::native`).
+pub fn native_reader(protocol: &Bound<'_, PyAny>) -> Option<crate::transport::native::Feed> {
+    protocol.is_instance_of::<protocol::H2Protocol>().then_some(feed)
+}
+
+fn feed(protocol: &Bound<'_, PyAny>, data: &[u8]) -> PyResult<()> {
+    protocol::H2Protocol::feed(protocol.cast::<protocol::H2Protocol>()?, data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,17 +99,4 @@ mod tests {
         assert_eq!(preface(b"GET / HTTP/1.1\r\n"), Preface::No);
         assert_eq!(preface(b"PRI * HTTP/1.1\r\n"), Preface::No);
     }
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<protocol::H2Protocol>()
-}
-
-/// The socket transport's native read path for `H2Protocol` (see `transport::native`).
-pub fn native_reader(protocol: &Bound<'_, PyAny>) -> Option<crate::transport::native::Feed> {
-    protocol.is_instance_of::<protocol::H2Protocol>().then_some(feed)
-}
-
-fn feed(protocol: &Bound<'_, PyAny>, data: &[u8]) -> PyResult<()> {
-    protocol::H2Protocol::feed(protocol.cast::<protocol::H2Protocol>()?, data)
 }

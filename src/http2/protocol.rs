@@ -17,6 +17,8 @@ use crate::clock::monotonic;
 use crate::http::config::HttpServerState;
 use crate::http::dispatch::RequestView;
 use crate::http::parse::Reject;
+use crate::http::static_files::{Body as StaticBody, Conditions, StaticFiles};
+use crate::http::target::split_target;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::{write_via, Held, Hold, StreamCore};
 use pyo3::prelude::*;
@@ -245,6 +247,7 @@ impl H2Protocol {
     pub fn pump(slf: &Bound<'_, Self>, mut data: Option<&[u8]>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
+        let mut evented;
         loop {
             let (outs, output) = {
                 let mut c = this.lock(py)?;
@@ -265,6 +268,9 @@ impl H2Protocol {
                 let mut events = Vec::new();
                 c.core.drive(&mut events);
                 let mut outs = Vec::new();
+                // What the events made (an answer given at once, a refusal) is polled out
+                // by the next pass.
+                evented = !events.is_empty();
                 this.handle(py, &mut c, events, &mut outs)?;
                 let output = if c.writing_paused { Vec::new() } else { c.core.take_output() };
                 let unread = c.core.unread();
@@ -282,7 +288,7 @@ impl H2Protocol {
                 c.pumping = true;
                 (outs, output)
             };
-            let moved = !outs.is_empty() || !output.is_empty();
+            let moved = evented || !outs.is_empty() || !output.is_empty();
             if !output.is_empty() {
                 this.write_out(py, output)?;
             }
@@ -379,6 +385,11 @@ impl H2Protocol {
             https: c.https,
             h2: true,
         };
+        if let Some(files) = &state.static_files {
+            if self.serve_static(py, &mut c.core, files, id, &view, head_method, outs)? {
+                return Ok(());
+            }
+        }
         let served = state.dispatch.request(py, &view);
         let refusal = match &served {
             Err(r) => Some(r.status()),
@@ -412,6 +423,61 @@ impl H2Protocol {
         c.streams.insert(id, objects);
         outs.push(Out::Start(served.request, id));
         Ok(())
+    }
+
+    /// Answer stream `id` from the static files if its path is under their route (`true`).
+    #[allow(clippy::too_many_arguments)] // the stream's request, as `begin` has it
+    fn serve_static(
+        &self,
+        py: Python<'_>,
+        core: &mut H2Core,
+        files: &StaticFiles,
+        id: u32,
+        view: &RequestView<'_>,
+        head_method: bool,
+        outs: &mut Vec<Out>,
+    ) -> PyResult<bool> {
+        let state = self.state.get();
+        let st = &state.settings;
+        let method = view.field(&view.head.method);
+        let Ok((path, _query)) = split_target(view.field(&view.head.target), method) else { return Ok(false) };
+        let Some(rest) = files.under_route(path) else { return Ok(false) };
+        let fields = view.head.headers.iter().map(|(n, v)| (view.field(n), view.field(v)));
+        let answer = files.answer(&st.head_rules(), method, rest, &Conditions::from_fields(fields));
+        let log = state
+            .access_log
+            .as_ref()
+            .map(|_| state.dispatch.request(py, view).map_or_else(|_| py.None(), |s| s.request));
+        st.total_requests.fetch_add(1, Ordering::Relaxed);
+        let status = answer.head.status;
+        let mut objects = StreamObjects {
+            head_method,
+            log,
+            start: st.timed().then(monotonic),
+            status,
+            recorded: true,
+            ..StreamObjects::default()
+        };
+        let head = super::writing::Part::Head { head: answer.head, trailers: false };
+        let _ = core.respond(id, head_method, head);
+        match answer.body {
+            StaticBody::Empty => {
+                let _ =
+                    core.respond(id, head_method, super::writing::Part::Body { data: Default::default(), more: false });
+            }
+            StaticBody::Bytes(b) => {
+                objects.sent = if head_method { 0 } else { b.len() as u64 };
+                let _ = core.respond(id, head_method, super::writing::Part::Body { data: b.into(), more: false });
+            }
+            StaticBody::File { file, offset, len } => {
+                objects.sent = if head_method { 0 } else { len };
+                let _ = core.respond_file(id, head_method, file, offset, len);
+            }
+        }
+        if let Some(out) = record(st, &mut objects, status) {
+            outs.push(out);
+        }
+        Ok(true)
     }
 
     /// Run the collected work; starting applications comes last, so that they find the

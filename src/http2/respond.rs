@@ -159,6 +159,28 @@ impl H2Protocol {
         }
     }
 
+    /// The whole body of stream `id`, if all of it has arrived and none was taken yet.
+    pub fn take_whole_body(slf: &Bound<'_, Self>, id: u64) -> PyResult<Option<Vec<u8>>> {
+        let py = slf.py();
+        let mut outs = Vec::new();
+        let body = {
+            let mut c = slf.get().lock(py)?;
+            let id = id as u32;
+            if c.lost || !c.core.body_whole(id) {
+                return Ok(None);
+            }
+            match c.core.take_body(id) {
+                BodyTake::Data(data, false) => {
+                    H2Protocol::changed(&mut c, &mut outs);
+                    Some(data)
+                }
+                _ => None,
+            }
+        };
+        Self::run(slf, outs)?;
+        Ok(body)
+    }
+
     /// The application of stream `id` returned, or raised `exc`.
     pub fn app_finished(
         slf: &Bound<'_, Self>,

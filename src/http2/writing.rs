@@ -118,7 +118,9 @@ impl H2Core {
                 }
                 Writing::Head { head, trailers } => {
                     let n = data.len() as u64;
-                    if head.length.is_some_and(|l| n > l || (!more && !trailers && n < l)) {
+                    let bodiless = bodiless(head.status, head_method);
+                    // A HEAD's `content-length` is GET's: the body it counts is not sent.
+                    if !bodiless && head.length.is_some_and(|l| n > l || (!more && !trailers && n < l)) {
                         let e = if head.length.is_some_and(|l| n > l) {
                             RespondError::TooLong
                         } else {
@@ -128,9 +130,8 @@ impl H2Core {
                         return Err(e);
                     }
                     let whole = (!more && !trailers).then_some(n);
-                    let bodiless = bodiless(head.status, head_method);
                     let end = bodiless || (whole == Some(0));
-                    let left = head.length.map(|l| l - n);
+                    let left = head.length.map(|l| l.saturating_sub(n));
                     self.send_head(id, response(&head, head_method, whole), end).map_err(gone)?;
                     self.body_part(id, data, more, left, trailers, end)
                 }

@@ -95,12 +95,16 @@ impl Dispatch for RsgiDispatch {
     }
 
     fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()> {
-        let proto = carrier.h1().ok_or_else(not_http2)?.bind(py);
         let scope = request.bind(py).cast::<Scope>()?.clone();
         if scope.get().is_websocket() {
+            let proto = carrier.h1().ok_or_else(not_http2)?.bind(py);
             return super::websocket::start(self.0.bind(py), proto, scope, gen);
         }
-        super::http::start(self.0.bind(py), proto, scope, gen)
+        super::http::start(self.0.bind(py), carrier, scope, gen)
+    }
+
+    fn serves_http2(&self) -> bool {
+        true
     }
 
     /// `(data, more)`: what the body readers of `http` take apart.

@@ -11,9 +11,7 @@ use crate::carrier::Carrier;
 use crate::event_loop::create_future;
 use crate::http::app_task::{ready, ready_none, task_exception};
 use crate::http::body::BodyRead;
-use crate::http::dispatch::not_http2;
 use crate::http::head::{HeadBuilder, ResponseHead};
-use crate::http::protocol::HttpProtocol as Connection;
 use crate::http::respond::{AppEnd, OpenFile, Part, RespondError, Responded};
 use crate::http::ClientDisconnected;
 use crate::sync::GilCell;
@@ -43,27 +41,20 @@ struct Stage {
 #[pyclass(module = "swordfish.rsgi", name = "HTTPProtocol", frozen)]
 pub struct HttpProtocol {
     app: Py<RsgiApp>,
-    conn: Py<Connection>,
+    conn: Carrier,
     gen: u64,
     stage: GilCell<Stage>,
 }
 
 /// Start the app's task for request `gen`.
-pub fn start(
-    app: &Bound<'_, RsgiApp>,
-    conn: &Bound<'_, Connection>,
-    scope: Bound<'_, Scope>,
-    gen: u64,
-) -> PyResult<()> {
-    let py = conn.py();
-    let carrier = Carrier::H1(conn.clone().unbind());
-    app.get().tasks.start(py, &carrier, scope.into_any().unbind(), gen, |carrier, scope, gen, eager| {
-        let Some(conn) = carrier.h1().map(|c| c.bind(py)) else { return Err(not_http2()) };
+pub fn start(app: &Bound<'_, RsgiApp>, carrier: &Carrier, scope: Bound<'_, Scope>, gen: u64) -> PyResult<()> {
+    let py = scope.py();
+    app.get().tasks.start(py, carrier, scope.into_any().unbind(), gen, |carrier, scope, gen, eager| {
         let protocol = Bound::new(
             py,
             HttpProtocol {
                 app: app.clone().unbind(),
-                conn: conn.clone().unbind(),
+                conn: carrier.clone_ref(py),
                 gen,
                 stage: GilCell::new(Stage::default()),
             },
@@ -76,16 +67,16 @@ pub fn start(
             eager,
             || protocol.getattr(intern!(py, "_task_done")),
             |task| HttpProtocol::task_done(&protocol, task),
-            |exc| Connection::app_finished(conn, gen, Some(exc), false, &RSGI_APP_END),
+            |exc| carrier.app_finished(py, gen, Some(exc), false, &RSGI_APP_END),
         )
     })
 }
 
 /// The status and headers of a response as the app gives them: `[(name, value), ...]`
 /// of `str`, checked by the connection's rules for a head.
-fn response_head(conn: &Connection, status: u16, headers: &Bound<'_, PyAny>) -> PyResult<ResponseHead> {
+fn response_head(conn: &Carrier, status: u16, headers: &Bound<'_, PyAny>) -> PyResult<ResponseHead> {
     let invalid = |e: crate::http::head::HeadError| PyValueError::new_err(e.to_string());
-    let rules = conn.state.get().settings.head_rules();
+    let rules = conn.state().settings.head_rules();
     let mut head = HeadBuilder::new(status).map_err(invalid)?;
     let mut field = |item: Bound<'_, PyAny>| -> PyResult<()> {
         let not_a_pair = || PyTypeError::new_err("each header must be a (name, value) tuple");
@@ -126,10 +117,6 @@ fn respond_error(e: RespondError) -> PyErr {
 }
 
 impl HttpProtocol {
-    fn conn<'py>(&self, py: Python<'py>) -> &Bound<'py, Connection> {
-        self.conn.bind(py)
-    }
-
     /// Claim the response; false when one was given already.
     fn claim(&self, py: Python<'_>) -> PyResult<bool> {
         let mut stage = self.stage.lock(py)?;
@@ -145,12 +132,12 @@ impl HttpProtocol {
         headers: &Bound<'py, PyAny>,
         body: Part<'py>,
     ) -> PyResult<()> {
-        let head = response_head(self.conn(py).get(), status, headers)?;
+        let head = response_head(&self.conn, status, headers)?;
         if !self.claim(py)? {
             return Ok(());
         }
         let parts = [Part::head(head, false), body];
-        match Connection::respond_parts(self.conn(py), self.gen, parts)? {
+        match self.conn.respond_parts(py, self.gen, parts)? {
             Ok(_) | Err(RespondError::Gone) => Ok(()),
             Err(e) => Err(respond_error(e)),
         }
@@ -165,7 +152,7 @@ impl HttpProtocol {
         path: std::path::PathBuf,
         range: Option<(u64, u64)>,
     ) -> PyResult<()> {
-        let head = response_head(self.conn(py).get(), status, headers)?;
+        let head = response_head(&self.conn, status, headers)?;
         let opened = std::fs::File::open(&path).and_then(|f| Ok((f.metadata()?, f)));
         let (meta, file) = match opened {
             Ok((meta, file)) if meta.is_file() => (meta, file),
@@ -188,7 +175,7 @@ impl HttpProtocol {
         let sender = self.app.get().file_sender.clone_ref(py);
         let open = Some(OpenFile { file, offset, sender });
         let parts = [Part::head(head, false), Part::File { size, open }];
-        match Connection::respond_parts(self.conn(py), self.gen, parts)? {
+        match self.conn.respond_parts(py, self.gen, parts)? {
             Ok(_) | Err(RespondError::Gone) => Ok(()),
             Err(e) => Err(respond_error(e)),
         }
@@ -204,12 +191,12 @@ impl HttpProtocol {
         if streaming && exc.is_none() {
             let body = PyBytes::new(py, b"");
             // Gone or finished: the connection has dealt with it.
-            let _ = Connection::respond(this.conn(py), this.gen, Part::Body { body, more: false })?;
+            let _ = this.conn.respond(py, this.gen, Part::Body { body, more: false })?;
         }
         let disconnected = exc.as_ref().is_some_and(|e| {
             e.bind(py).is_instance_of::<ProtocolClosed>() || e.bind(py).is_instance_of::<ClientDisconnected>()
         });
-        Connection::app_finished(this.conn(py), this.gen, exc, disconnected, &RSGI_APP_END)
+        this.conn.app_finished(py, this.gen, exc, disconnected, &RSGI_APP_END)
     }
 }
 
@@ -223,7 +210,7 @@ impl HttpProtocol {
             return ready(py, PyBytes::new(py, b"").into_any().unbind());
         }
         // The usual case: a body that came whole with its head, taken without a message.
-        if let Some(body) = this.conn(py).get().take_whole_body(py, this.gen)? {
+        if let Some(body) = this.conn.take_whole_body(py, this.gen)? {
             this.stage.lock(py)?.body_done = true;
             return ready(py, PyBytes::new(py, &body).into_any().unbind());
         }
@@ -246,7 +233,7 @@ impl HttpProtocol {
     fn client_disconnect(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let lp = self.app.get().tasks.lp.bind(py);
         let fut = create_future(lp)?.unbind();
-        if !self.conn(py).get().watch_lost(py, &fut)? {
+        if !self.conn.watch_lost(py, &fut)? {
             crate::tasks::set_result(fut.bind(py), &py.None().into_bound(py))?;
         }
         Ok(fut)
@@ -312,12 +299,12 @@ impl HttpProtocol {
     ) -> PyResult<Py<StreamTransport>> {
         let py = slf.py();
         let this = slf.get();
-        let head = response_head(this.conn(py).get(), status, headers)?;
+        let head = response_head(&this.conn, status, headers)?;
         let transport = StreamTransport { conn: this.conn.clone_ref(py), gen: this.gen };
         if !this.claim(py)? {
             return Err(ProtocolError::new_err("a response was already given"));
         }
-        match Connection::respond(this.conn(py), this.gen, Part::head(head, false))? {
+        match this.conn.respond(py, this.gen, Part::head(head, false))? {
             Ok(_) => this.stage.lock(py)?.streaming = true,
             Err(RespondError::Gone) => {}
             Err(e) => return Err(respond_error(e)),
@@ -331,7 +318,7 @@ impl HttpProtocol {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.app)?;
-        visit.call(&self.conn)
+        self.conn.traverse(&visit)
     }
 }
 
@@ -339,13 +326,13 @@ impl HttpProtocol {
 /// waits while the connection's write buffer is above its high-water mark.
 #[pyclass(module = "swordfish.rsgi", name = "HTTPStreamTransport", frozen)]
 pub struct StreamTransport {
-    conn: Py<Connection>,
+    conn: Carrier,
     gen: u64,
 }
 
 impl StreamTransport {
     fn send(&self, py: Python<'_>, part: Part<'_>) -> PyResult<Py<PyAny>> {
-        match Connection::respond(self.conn.bind(py), self.gen, part)? {
+        match self.conn.respond(py, self.gen, part)? {
             Ok(Responded::Drain(fut)) => Ok(fut),
             Ok(_) => ready_none(py),
             Err(e) => Err(respond_error(e)),
@@ -364,7 +351,7 @@ impl StreamTransport {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.conn)
+        self.conn.traverse(&visit)
     }
 }
 
@@ -445,7 +432,7 @@ impl BodyReader {
                 Some(msg) => msg,
                 None => {
                     let lp = owner.app.get().tasks.lp.bind(py);
-                    match Connection::read_body(owner.conn(py), owner.gen, || Ok(create_future(lp)?.unbind()))? {
+                    match owner.conn.read_body(py, owner.gen, || Ok(create_future(lp)?.unbind()))? {
                         BodyRead::Now(msg) => msg,
                         BodyRead::Wait(fut) => {
                             let iter = fut.bind(py).call_method0(intern!(py, "__await__"))?;

@@ -27,10 +27,12 @@ pub struct RequestHead {
     authority: Option<Range<usize>>,
     fields: Vec<(Range<usize>, Range<usize>)>,
     minor: u8,
+    /// The request came on an HTTP/2 stream: its `:authority` is the leading `host` field.
+    h2: bool,
 }
 
 impl RequestHead {
-    pub fn new(buf: &[u8], head: &Head) -> Result<RequestHead, Reject> {
+    pub fn new(buf: &[u8], head: &Head, h2: bool) -> Result<RequestHead, Reject> {
         let bytes = &buf[..head.len];
         let method = head.method.clone();
         let target = &bytes[head.target.clone()];
@@ -47,7 +49,15 @@ impl RequestHead {
             0..0
         };
         let query = if query.is_empty() { 0..0 } else { range(query) };
-        let authority = absolute_form(target).map(|(authority, _)| range(authority));
+        let mut authority = absolute_form(target).map(|(authority, _)| range(authority));
+        if h2 {
+            // RSGI's `authority`: HTTP/2's `:authority` (see `http2::request`).
+            authority = head
+                .headers
+                .iter()
+                .find(|(n, _)| bytes[n.clone()].eq_ignore_ascii_case(b"host"))
+                .map(|(_, v)| v.clone());
+        }
         Ok(RequestHead {
             buf: bytes.to_vec(),
             method,
@@ -56,6 +66,7 @@ impl RequestHead {
             authority,
             fields: head.headers.clone(),
             minor: head.minor,
+            h2,
         })
     }
 
@@ -128,7 +139,7 @@ pub struct Scope {
 impl Scope {
     pub fn new(py: Python<'_>, view: &RequestView<'_>, websocket: bool) -> Result<Scope, Reject> {
         Ok(Scope {
-            head: Arc::new(RequestHead::new(view.buf, view.head)?),
+            head: Arc::new(RequestHead::new(view.buf, view.head, view.h2)?),
             websocket,
             https: view.https,
             server: view.server.map(|s| s.clone_ref(py)),
@@ -161,7 +172,9 @@ impl Scope {
 
     #[getter]
     fn http_version<'py>(&self, py: Python<'py>) -> &Bound<'py, PyString> {
-        if self.head.minor == 0 {
+        if self.head.h2 {
+            intern!(py, "2")
+        } else if self.head.minor == 0 {
             intern!(py, "1")
         } else {
             intern!(py, "1.1")
@@ -212,7 +225,12 @@ impl Scope {
         let path = self.head.get(&self.head.path);
         d.set_item(intern!(py, "raw_path"), PyBytes::new(py, if path.is_empty() { b"/" } else { path }))?;
         d.set_item(intern!(py, "query_string"), PyBytes::new(py, self.head.get(&self.head.query)))?;
-        d.set_item(intern!(py, "http_version"), if self.head.minor == 1 { "1.1" } else { "1.0" })?;
+        let version = match (self.head.h2, self.head.minor) {
+            (true, _) => "2",
+            (false, 1) => "1.1",
+            (false, _) => "1.0",
+        };
+        d.set_item(intern!(py, "http_version"), version)?;
         if headers {
             let fields = self
                 .head
@@ -339,7 +357,7 @@ mod tests {
     fn head_of(raw: &[u8]) -> RequestHead {
         let end = find_head_end(raw, &LIMITS).ok().flatten().expect("a complete head");
         let head = parse_head(raw, end, &LIMITS).expect("a valid head");
-        RequestHead::new(raw, &head).expect("a servable target")
+        RequestHead::new(raw, &head, false).expect("a servable target")
     }
 
     #[test]
@@ -373,6 +391,6 @@ mod tests {
         let raw = b"GET ftp://h/x HTTP/1.1\r\nHost: h\r\n\r\n";
         let end = find_head_end(raw, &LIMITS).ok().flatten().expect("a complete head");
         let head = parse_head(raw, end, &LIMITS).expect("a valid head");
-        assert!(RequestHead::new(raw, &head).is_err());
+        assert!(RequestHead::new(raw, &head, false).is_err());
     }
 }

@@ -81,7 +81,7 @@ class _ConfigMethods:
 
     def serves_http2(self, kind):
         """Whether an app of this interface kind ("asgi", "wsgi", "rsgi") is served HTTP/2."""
-        return kind == "asgi" and self.http != "1"
+        return kind in ("asgi", "rsgi") and self.http != "1"
 
     def http2_settings(self):
         """The HTTP/2 settings as the native server state takes them."""
