@@ -504,3 +504,33 @@ def test_static_files_over_http2(loop, tmp_path):
             c.close()
 
     run(loop, main())
+
+
+def test_receive_after_the_body_waits_for_the_end_of_the_request(loop):
+    """As on HTTP/1.1 (and as Django's handler relies on): once the body is read, the next
+    `receive()` waits, and gets `http.disconnect` when the response is complete."""
+    seen = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        assert (await receive())["more_body"] is False
+        listener = asyncio.ensure_future(receive())
+        await asyncio.sleep(0.05)
+        seen.append(listener.done())
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+        seen.append((await asyncio.wait_for(listener, 5))["type"])
+
+    async def main():
+        async with serving(app) as server:
+            c = await H2Client.open(port_of(server))
+            assert (await c.request(b"POST", b"/", body=b"abc")).body == b"done"
+            for _ in range(100):
+                if len(seen) == 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert seen == [False, "http.disconnect"]
+            c.close()
+
+    run(loop, main())

@@ -37,9 +37,9 @@ WORKLOADS = {"hello": ("/", None), "get10k": ("/10k", None), "echo10k": ("/echo"
 SHAPES = {"c64m10": (64, 10), "c1m100": (1, 100)}
 
 
-def _swordfish(tls, extra=()):
+def _swordfish(tls, extra=(), app="bench_asgi:app"):
     def command(port, cert):
-        return [sys.executable, "-m", "swordfish", "serve", "bench_asgi:app", "--host", "127.0.0.1", "--port",
+        return [sys.executable, "-m", "swordfish", "serve", app, "--host", "127.0.0.1", "--port",
                 str(port), "--no-access-log", "--log-level", "warning", *extra, *_tls("--ssl", tls, cert)]
     return command
 
@@ -51,7 +51,8 @@ def _granian(interface, tls):
                 # idle-memory measure opens 10,000.
                 "--workers", "1", "--runtime-threads", "1", "--loop", "uvloop", "--http", "2", "--no-ws",
                 "--backpressure", "20000",
-                "--log-level", "warning", *_tls("--ssl", tls, cert), f"bench_{interface}:app"]
+                "--log-level", "warning", *(["--ssl-certificate", cert[0], "--ssl-keyfile", cert[1]] if tls else []),
+                f"bench_{interface}:app"]
     return command
 
 
@@ -68,6 +69,7 @@ def _native(port, cert):
 
 
 def _tls(prefix, tls, cert):
+    """swordfish's TLS options (granian names its certificate option differently)."""
     return [f"{prefix}-certfile", cert[0], f"{prefix}-keyfile", cert[1]] if tls else []
 
 
@@ -75,6 +77,8 @@ def _tls(prefix, tls, cert):
 SERVERS = {
     "swordfish": (_swordfish(False), "swordfish ASGI (h2c)", False, False),
     "swordfish-h1": (_swordfish(False, ("--http", "1")), "swordfish ASGI, HTTP/1.1", False, True),
+    "swordfish-rsgi": (_swordfish(False, ("--interface", "rsgi"), "bench_rsgi:app"), "swordfish RSGI (h2c)", False,
+                       False),
     "granian-asgi": (_granian("asgi", False), "granian ASGI + uvloop (h2c)", False, False),
     "granian-rsgi": (_granian("rsgi", False), "granian RSGI + uvloop (h2c)", False, False),
     "hypercorn": (_hypercorn(False), "hypercorn (h2c)", False, False),
@@ -83,7 +87,7 @@ SERVERS = {
     "granian-asgi-tls": (_granian("asgi", True), "granian ASGI + uvloop (h2, TLS)", True, False),
     "granian-rsgi-tls": (_granian("rsgi", True), "granian RSGI + uvloop (h2, TLS)", True, False),
 }
-QUICK = ["swordfish", "swordfish-h1", "granian-asgi", "granian-rsgi", "native"]
+QUICK = ["swordfish", "swordfish-h1", "swordfish-rsgi", "granian-asgi", "granian-rsgi", "native"]
 FULL = list(SERVERS)
 
 
@@ -161,7 +165,7 @@ def h2load(server, path, body_file, conns, streams, seconds, requests=None):
     cmd = pin(CLIENT_CPU) + ["h2load", "-t", "1", "-c", str(conns), "-m", str(streams)]
     if server.h1:
         cmd += ["--h1", "-m", "1"]
-    cmd += ["-n", str(requests)] if requests else ["-D", str(seconds), "--warm-up-time", "1"]
+    cmd += ["-n", str(requests)] if requests else ["-D", f"{seconds:g}", "--warm-up-time", "1"]
     if body_file:
         cmd += ["-d", body_file]
     try:
@@ -301,17 +305,19 @@ def tables(meta, records):
                 rows.append((s, cells))
         if not rows:
             continue
-        best_peer = {w: max((c[i] for s, c in rows if s.startswith(("granian-asgi", "hypercorn")) and c[i]),
-                            default=None) for i, w in enumerate(WORKLOADS)}
+        def best_peer(i, tls):
+            return max((c[i] for s, c in rows if s.startswith(("granian-asgi", "hypercorn")) and c[i]
+                        and SERVERS[s][2] == tls), default=None)
+
         out.append(f"\n{shape} (req/s, medians of {meta['rounds']} rounds of {meta['seconds']:g} s; "
-                   f"x: against the best peer's ASGI)\n")
+                   f"x: against the best peer's ASGI, over TLS against TLS)\n")
         out.append("| server | " + " | ".join(WORKLOADS) + " |")
         out.append("|---|" + "---:|" * len(WORKLOADS))
         for s, cells in rows:
             texts = []
             for i, w in enumerate(WORKLOADS):
                 c = cells[i]
-                peer = best_peer[w]
+                peer = best_peer(i, SERVERS[s][2])
                 ratio = f" ({c / peer:.2f}x)" if c and peer and s.startswith("swordfish") else ""
                 texts.append("–" if c is None else f"{c / 1000:.1f}k{ratio}")
             out.append(f"| {SERVERS[s][1]} | " + " | ".join(texts) + " |")

@@ -46,6 +46,9 @@ pub enum Event {
     /// The stream was reset (by the client, or for a protocol error): nothing more is
     /// read from or written to it.
     Reset(u32),
+    /// The response is out and the body was all read: a reader still waiting hears that
+    /// the request is over.
+    Ended(u32),
     /// The connection is over (both sides done, or a connection error was sent).
     Closed,
 }
@@ -101,6 +104,8 @@ pub struct Stream {
     pub reader_waiting: bool,
     /// Some of the body was handed to the application.
     body_taken: bool,
+    /// Its end was handed too: a reader now waits for the request to be over.
+    body_given: bool,
     respond: Option<SendResponse<Bytes>>,
     send: Option<SendStream<Bytes>>,
     queue: VecDeque<Bytes>,
@@ -125,6 +130,7 @@ impl Stream {
             body_ended,
             reader_waiting: false,
             body_taken: false,
+            body_given: false,
             respond: Some(respond),
             send: None,
             queue: VecDeque::new(),
@@ -298,7 +304,7 @@ impl H2Core {
                 events.push(Event::Reset(id));
                 continue;
             }
-            if s.reader_waiting && (s.body_len > 0 || s.body_ended) {
+            if s.reader_waiting && !s.body_given && (s.body_len > 0 || s.body_ended) {
                 s.reader_waiting = false;
                 events.push(Event::Body(id));
             }
@@ -306,8 +312,14 @@ impl H2Core {
                 s.writer_waiting = false;
                 events.push(Event::Writable(id));
             }
-            if s.response_sent() && s.request.is_none() && !s.reader_waiting {
-                done.push(id);
+            if s.response_sent() && s.request.is_none() {
+                if s.reader_waiting && s.body_given {
+                    s.reader_waiting = false;
+                    events.push(Event::Ended(id));
+                }
+                if !s.reader_waiting {
+                    done.push(id);
+                }
             }
         }
         for id in done {
@@ -324,7 +336,7 @@ impl H2Core {
         if s.reset {
             return BodyTake::Gone;
         }
-        if s.body_len == 0 && !s.body_ended {
+        if s.body_given || (s.body_len == 0 && !s.body_ended) {
             s.reader_waiting = true;
             return BodyTake::Wait;
         }
@@ -338,6 +350,7 @@ impl H2Core {
         }
         s.body_len = 0;
         s.body_taken = true;
+        s.body_given = s.body_ended;
         self.flag.0.store(true, Ordering::Relaxed);
         BodyTake::Data(data, !s.body_ended)
     }

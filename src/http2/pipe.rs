@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+/// The input buffer's capacity kept between reads.
+const KEPT_CAPACITY: usize = 16 * 1024;
+
 #[derive(Default)]
 pub struct Buffers {
     /// The client's bytes not yet read by `h2`, from `read_pos` on.
@@ -27,6 +30,11 @@ pub struct Buffers {
 impl Buffers {
     pub fn push(&mut self, data: &[u8]) {
         if self.read_pos == self.inbound.len() {
+            // All read: a buffer a burst grew is given back rather than kept by a
+            // connection that may now stay idle.
+            if self.inbound.capacity() > KEPT_CAPACITY {
+                self.inbound = Vec::new();
+            }
             self.inbound.clear();
             self.read_pos = 0;
         }

@@ -363,6 +363,11 @@ impl H2Protocol {
                         }
                     }
                 }
+                Event::Ended(id) => {
+                    if let Some(s) = c.streams.get_mut(&id) {
+                        outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
+                    }
+                }
                 // The transport closes once the last frames are written (`pump`).
                 Event::Closed => {}
             }

@@ -134,8 +134,9 @@ impl H2Protocol {
         let taken = {
             let mut c = this.lock(py)?;
             let t = if c.lost { BodyTake::Gone } else { c.core.take_body(id) };
-            if matches!(t, BodyTake::Data(..)) {
-                // The window credit goes back to the client.
+            // Data: the window credit goes back to the client. Wait: the core looks at
+            // the stream again (a response already complete ends the wait).
+            if !matches!(t, BodyTake::Gone) {
                 H2Protocol::changed(&mut c, &mut outs);
             }
             t

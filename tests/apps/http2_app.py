@@ -5,6 +5,7 @@
     GET /wait      waits until cancelled (counted in /count)
     POST /echo     the body sent back
     GET /count     "<apps running> <apps cancelled>"
+    GET /version   the scope's http_version
 """
 
 import asyncio
@@ -42,6 +43,8 @@ async def app(scope, receive, send):
                 break
     elif path == "/count":
         body = f"{RUNNING} {CANCELLED}".encode()
+    elif path == "/version":
+        body = scope["http_version"].encode()
     else:
         body = b"hello"
     await send({"type": "http.response.start", "status": 200, "headers": []})
