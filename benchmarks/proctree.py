@@ -40,3 +40,15 @@ def thread_sum(pid, name, value):
             except (OSError, ValueError, IndexError):
                 continue
     return total
+
+
+def tree_rss_bytes(pid):
+    """The resident memory of a process and its live descendants."""
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total

@@ -16,6 +16,29 @@ import h2.settings
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
+async def read_all(receive):
+    """An ASGI app's whole request body."""
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            return body
+
+
+def gated(release, body=b"ok"):
+    """An ASGI app that answers `body` once `release` (an asyncio.Event) is set."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
 class Response:
     def __init__(self):
         self.status = None

@@ -14,7 +14,7 @@ import h2.events
 import hyperframe.frame
 import pytest
 
-from h2util import PREFACE, H2Client, read_frames, tls_client_context
+from h2util import PREFACE, H2Client, gated, read_all, read_frames, tls_client_context
 from httputil import port_of, read_response, run, serving
 from netutil import tls_files  # noqa: F401 (fixture)
 
@@ -23,12 +23,7 @@ async def probe_app(scope, receive, send):
     """Echoes what the request looked like; `/sum` answers the body's SHA-256 and size."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        m = await receive()
-        body += m.get("body", b"")
-        if not m.get("more_body"):
-            break
+    body = await read_all(receive)
     if scope["path"] == "/sum":
         text = f"{hashlib.sha256(body).hexdigest()} {len(body)}"
     else:
@@ -338,15 +333,8 @@ def test_graceful_shutdown_sends_goaway_and_finishes_streams(loop):
     finishes, then the connection closes."""
     release = asyncio.Event()
 
-    async def app(scope, receive, send):
-        if scope["type"] != "http":
-            return
-        await release.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"finished"})
-
     async def main():
-        async with serving(app) as server:
+        async with serving(gated(release, b"finished")) as server:
             c = await H2Client.open(port_of(server))
             sid = c.send(b"GET", b"/")
             await c.pump()  # the server's SETTINGS
@@ -375,15 +363,8 @@ def test_graceful_shutdown_sends_goaway_and_finishes_streams(loop):
 def test_limit_concurrency_counts_streams(loop):
     release = asyncio.Event()
 
-    async def app(scope, receive, send):
-        if scope["type"] != "http":
-            return
-        await release.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
-
     async def main():
-        async with serving(app, limit_concurrency=2) as server:
+        async with serving(gated(release), limit_concurrency=2) as server:
             c = await H2Client.open(port_of(server))
             ids = [c.send(b"GET", b"/") for _ in range(3)]
             third = await c.response(ids[2])

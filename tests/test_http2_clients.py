@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from apps.serving import ThreadServer
-from h2util import H2Client, read_frames
+from h2util import H2Client, read_all, read_frames
 from netutil import tls_files  # noqa: F401 (fixture)
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
@@ -24,12 +24,7 @@ H2SPEC = os.path.join(TOOLS, ".bin", "h2spec")
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        m = await receive()
-        body += m.get("body", b"")
-        if not m.get("more_body"):
-            break
+    body = await read_all(receive)
     text = f"{scope['http_version']} {scope['method']} {scope['path']} {len(body)}"
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": text.encode()})

@@ -32,25 +32,31 @@ def server_loop(request):
 
 
 @pytest.fixture
-def star(server_loop, tmp_path):
+def http2():
+    """The clients speak HTTP/1.1 here (tests/test_http2_frameworks.py: HTTP/2)."""
+    return False
+
+
+@pytest.fixture
+def star(server_loop, tmp_path, http2):
     probe = Probe(file_dir=str(tmp_path))
-    with Served(starlette_app.create_app(probe), probe, server_loop) as served:
+    with Served(starlette_app.create_app(probe), probe, server_loop, http2) as served:
         yield served
 
 
 @pytest.fixture
-def fast(server_loop):
+def fast(server_loop, http2):
     probe = Probe()
-    with Served(fastapi_app.create_app(probe), probe, server_loop) as served:
+    with Served(fastapi_app.create_app(probe), probe, server_loop, http2) as served:
         yield served
 
 
 @pytest.fixture
-def dj(server_loop):
+def dj(server_loop, http2):
     handler = django_app.get_application()
     probe = django_app.reset()
     # Django refuses the lifespan scope: "auto" goes on without it (as the CLI's default).
-    with Served(Watched(handler, probe), probe, server_loop, lifespan="auto") as served:
+    with Served(Watched(handler, probe), probe, server_loop, http2, lifespan="auto") as served:
         yield served
 
 

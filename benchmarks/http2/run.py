@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
-from proctree import tree  # noqa: E402
+from proctree import tree_rss_bytes  # noqa: E402
 from rounds import free_port, pin, results_of, rotated, save_results  # noqa: E402
 from servers import NATIVE_DIR, child_env  # noqa: E402
 
@@ -219,18 +219,6 @@ async def _idle(port, n, tls):
             w.close()
         raise RuntimeError(f"{len(errors)} of {n} idle connections failed: {errors[0]!r}")
     return writers
-
-
-def tree_rss_bytes(pid):
-    """The resident memory of a process and its descendants."""
-    total = 0
-    for p in tree(pid):
-        try:
-            with open(f"/proc/{p}/status") as f:
-                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-        except (OSError, StopIteration, ValueError):
-            continue
-    return total
 
 
 def idle_memory(server, n):

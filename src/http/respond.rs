@@ -218,6 +218,17 @@ pub struct AppEnd {
     pub returned_before_end: &'static str,
 }
 
+impl AppEnd {
+    /// What the error log says of an application that left its response so.
+    pub fn message(&self, how: Unfinished) -> &'static str {
+        match how {
+            Unfinished::Raised => self.raised,
+            Unfinished::ReturnedBeforeStart => self.returned_before_start,
+            Unfinished::ReturnedBeforeEnd => self.returned_before_end,
+        }
+    }
+}
+
 impl HttpProtocol {
     /// The application of request `gen` returned, or raised `exc`. `disconnected`: `exc`
     /// is the error the interface raised because the client left (not logged once the
@@ -244,12 +255,7 @@ impl HttpProtocol {
             match c.app_unfinished(st, gen, exc.is_some(), &mut acts) {
                 Some(how) => {
                     if !lost {
-                        let msg = match how {
-                            Unfinished::Raised => words.raised,
-                            Unfinished::ReturnedBeforeStart => words.returned_before_start,
-                            Unfinished::ReturnedBeforeEnd => words.returned_before_end,
-                        };
-                        acts.push(Act::World(LoopAct::LogError(msg.to_owned(), exc)));
+                        acts.push(Act::World(LoopAct::LogError(words.message(how).to_owned(), exc)));
                     }
                 }
                 // The response is complete (its request body may still be arriving): an

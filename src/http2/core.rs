@@ -10,6 +10,7 @@
 
 use super::pipe::Pipe;
 use super::writing::Writing;
+use super::Settings;
 use bytes::Bytes;
 use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Reason, RecvStream, SendStream};
@@ -19,20 +20,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-
-/// The connection's settings (the `--http2-*` options).
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub max_concurrent_streams: u32,
-    pub initial_stream_window_size: u32,
-    pub initial_connection_window_size: u32,
-    pub max_frame_size: u32,
-    pub max_headers_size: u32,
-    /// Response bytes a stream may have queued before its writer waits.
-    pub max_send_buffer_size: usize,
-    /// Extended CONNECT (RFC 8441), for WebSockets over HTTP/2.
-    pub connect_protocol: bool,
-}
 
 /// What the driver is told after `drive`.
 #[derive(Debug, PartialEq, Eq)]
@@ -153,7 +140,8 @@ pub struct H2Core {
     pipe: Pipe,
     phase: Phase,
     pub streams: HashMap<u32, Stream>,
-    pub config: Config,
+    /// Response bytes a stream may have queued before its writer waits.
+    send_buffer: usize,
     flag: Arc<Flag>,
     waker: Waker,
     /// The connection error sent, if the connection ended with one.
@@ -170,7 +158,7 @@ const MAX_PASSES: usize = 64;
 impl H2Core {
     /// A connection whose client preface is still to come. `output_cap`: frames held for
     /// the transport before `h2` has to wait.
-    pub fn new(config: Config, output_cap: usize) -> H2Core {
+    pub fn new(config: &Settings, output_cap: usize) -> H2Core {
         let pipe = Pipe::new(output_cap);
         let mut b = h2::server::Builder::new();
         b.max_concurrent_streams(config.max_concurrent_streams)
@@ -179,16 +167,13 @@ impl H2Core {
             .max_frame_size(config.max_frame_size)
             .max_header_list_size(config.max_headers_size)
             .max_send_buffer_size(config.max_send_buffer_size);
-        if config.connect_protocol {
-            b.enable_connect_protocol();
-        }
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
         H2Core {
             phase: Phase::Handshake(b.handshake(pipe.clone())),
             pipe,
             streams: HashMap::new(),
-            config,
+            send_buffer: config.max_send_buffer_size,
             flag,
             waker,
             error: None,
@@ -292,7 +277,7 @@ impl H2Core {
             if s.reset {
                 continue;
             }
-            let reset = poll_body(s, cx) | poll_send(s, cx, self.config.max_send_buffer_size);
+            let reset = poll_body(s, cx) | poll_send(s, cx, self.send_buffer);
             if reset {
                 s.reset = true;
                 s.body_ended = true;
@@ -308,7 +293,7 @@ impl H2Core {
                 s.reader_waiting = false;
                 events.push(Event::Body(id));
             }
-            if s.writer_waiting && s.queued < self.config.max_send_buffer_size {
+            if s.writer_waiting && s.queued < self.send_buffer {
                 s.writer_waiting = false;
                 events.push(Event::Writable(id));
             }
@@ -393,10 +378,10 @@ impl H2Core {
             s.end = End::Data;
         }
         let mut cx = Context::from_waker(&self.waker);
-        if poll_send(s, &mut cx, self.config.max_send_buffer_size) {
+        if poll_send(s, &mut cx, self.send_buffer) {
             return Err(());
         }
-        let wait = s.queued >= self.config.max_send_buffer_size;
+        let wait = s.queued >= self.send_buffer;
         if wait {
             s.writer_waiting = true;
         }
@@ -411,7 +396,7 @@ impl H2Core {
         }
         s.end = End::Trailers(fields);
         let mut cx = Context::from_waker(&self.waker);
-        if poll_send(s, &mut cx, self.config.max_send_buffer_size) {
+        if poll_send(s, &mut cx, self.send_buffer) {
             return Err(());
         }
         Ok(())

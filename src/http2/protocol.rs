@@ -10,7 +10,7 @@
 //! when they return; one given later queues one `_flush` on the loop, so that the
 //! streams answered in one loop iteration leave in one write.
 
-use super::core::{BodyTake, Config, Event, H2Core};
+use super::core::{BodyTake, Event, H2Core};
 use super::request::Request;
 use crate::carrier::Carrier;
 use crate::clock::monotonic;
@@ -136,19 +136,6 @@ pub struct H2Protocol {
 /// growing the server's memory.
 const OUTPUT_CAP: usize = 256 * 1024;
 
-/// The connection's settings from the server's.
-pub fn config(h: &super::Settings) -> Config {
-    Config {
-        max_concurrent_streams: h.max_concurrent_streams,
-        initial_stream_window_size: h.initial_stream_window_size,
-        initial_connection_window_size: h.initial_connection_window_size,
-        max_frame_size: h.max_frame_size,
-        max_headers_size: h.max_headers_size,
-        max_send_buffer_size: h.max_send_buffer_size,
-        connect_protocol: false,
-    }
-}
-
 impl H2Protocol {
     pub fn lock(&self, py: Python<'_>) -> PyResult<GilGuard<'_, H2Conn>> {
         self.conn.lock(py)
@@ -162,7 +149,7 @@ impl H2Protocol {
         server: Option<Py<PyAny>>,
         https: bool,
     ) -> Self {
-        let core = H2Core::new(config(settings), OUTPUT_CAP);
+        let core = H2Core::new(settings, OUTPUT_CAP);
         H2Protocol {
             state,
             conn: GilCell::new(H2Conn {

@@ -200,29 +200,17 @@ impl H2Protocol {
             let Some(mut s) = c.streams.remove(&id) else { return Ok(()) };
             st.active_requests.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             let lost = c.lost;
-            let writing = c.core.streams.get(&id).map(|s| match s.writing {
-                Writing::Init => 0,
-                Writing::Done => 2,
-                _ => 1,
-            });
-            let message = match writing {
-                // Nothing sent yet: the server answers for the application.
-                Some(0) => {
-                    let status = 500;
-                    let (head, body) = writing::simple(st, status, s.head_method);
-                    let _ = c.core.respond(id, s.head_method, writing::Part::Head { head, trailers: false });
-                    let _ = c.core.respond(id, s.head_method, writing::Part::Body { data: body.clone(), more: false });
-                    s.status = status;
-                    s.sent = if s.head_method { 0 } else { body.len() as u64 };
-                    Some(if exc.is_some() { words.raised } else { words.returned_before_start })
+            let message = match c.core.app_unfinished(st, id, s.head_method, exc.is_some()) {
+                Some((how, answered)) => {
+                    if let Some((status, sent)) = answered {
+                        s.status = status;
+                        s.sent = sent;
+                    }
+                    Some(words.message(how))
                 }
-                // The head is out: the stream is reset, so that the client does not take a
-                // cut response for a whole one.
-                Some(1) => {
-                    c.core.reset(id, h2::Reason::INTERNAL_ERROR);
-                    Some(if exc.is_some() { words.raised } else { words.returned_before_end })
-                }
-                _ => exc.as_ref().filter(|_| !disconnected).map(|_| words.raised),
+                // The response is complete: an exception raised after it is still the
+                // application's error, unless the client's leaving raised it.
+                None => exc.as_ref().filter(|_| !disconnected).map(|_| words.raised),
             };
             if let Some(msg) = message.filter(|_| !lost) {
                 outs.push(Out::LogError(msg.to_owned(), exc));

@@ -8,7 +8,8 @@
 use super::core::H2Core;
 use crate::http::head::ResponseHead;
 use crate::http::response::bodiless;
-use crate::http::writing::RespondError;
+use crate::http::settings::Settings;
+use crate::http::writing::{RespondError, Unfinished};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Response, StatusCode};
@@ -203,6 +204,39 @@ impl H2Core {
         Ok(())
     }
 
+    /// The application of stream `id` ended: how, if it left the response unfinished.
+    /// Before the head the server answers 500 for it (the status and body size in the
+    /// result); after it, the stream is reset, so that the client does not take a cut
+    /// response for a whole one.
+    pub fn app_unfinished(
+        &mut self,
+        st: &Settings,
+        id: u32,
+        head_method: bool,
+        raised: bool,
+    ) -> Option<(Unfinished, Option<(u16, u64)>)> {
+        let s = self.streams.get(&id)?;
+        let started = match s.writing {
+            Writing::Done => return None,
+            Writing::Init => false,
+            _ => true,
+        };
+        let how = match (raised, started) {
+            (true, _) => Unfinished::Raised,
+            (false, false) => Unfinished::ReturnedBeforeStart,
+            (false, true) => Unfinished::ReturnedBeforeEnd,
+        };
+        if started {
+            self.reset(id, h2::Reason::INTERNAL_ERROR);
+            return Some((how, None));
+        }
+        let (head, body) = simple(st, 500, head_method);
+        let sent = if head_method { 0 } else { body.len() as u64 };
+        let _ = self.respond(id, head_method, Part::Head { head, trailers: false });
+        let _ = self.respond(id, head_method, Part::Body { data: body, more: false });
+        Some((how, Some((500, sent))))
+    }
+
     fn body_part(
         &mut self,
         id: u32,
@@ -238,7 +272,7 @@ impl H2Core {
 }
 
 /// A plain-text reply the server makes itself (a refusal, a 500), as a head and its body.
-pub fn simple(st: &crate::http::settings::Settings, status: u16, head_method: bool) -> (ResponseHead, Bytes) {
+pub fn simple(st: &Settings, status: u16, head_method: bool) -> (ResponseHead, Bytes) {
     let whole = st.simple_response(status, head_method, b"");
     let end = whole.windows(4).position(|w| w == b"\r\n\r\n").map_or(whole.len(), |i| i + 2);
     let body = Bytes::copy_from_slice(whole.get(end + 2..).unwrap_or_default());

@@ -84,7 +84,16 @@ class ThreadServer:
         self.stop()
 
 
-def client_for(server):
+def _over_http2(response):
+    assert response.http_version == "HTTP/2", response.http_version
+
+
+def client_for(server, http2=False):
+    """An httpx client of `server`; `http2`: one that speaks HTTP/2 only (h2c with prior
+    knowledge) and checks that every response came so."""
+    if http2:
+        return httpx.Client(base_url=server.url, http1=False, http2=True, trust_env=False, timeout=WAIT,
+                            event_hooks={"response": [_over_http2]})
     return httpx.Client(base_url=server.url, trust_env=False, timeout=WAIT)
 
 
@@ -94,15 +103,16 @@ def run_client(coro):
 
 
 class Served:
-    """An app on a ThreadServer, with an httpx client and the app's probe."""
+    """An app on a ThreadServer, with an httpx client (of HTTP/2 only: `http2`) and the
+    app's probe."""
 
-    def __init__(self, app, probe, loop, **options):
-        self.app, self.probe = app, probe
+    def __init__(self, app, probe, loop, http2=False, **options):
+        self.app, self.probe, self.http2 = app, probe, http2
         self.server = ThreadServer(app, loop=loop, **options)
 
     def __enter__(self):
         self.server.start()
-        self.client = client_for(self.server)
+        self.client = client_for(self.server, self.http2)
         return self
 
     def __exit__(self, *exc):
