@@ -515,3 +515,19 @@ def test_receive_after_the_body_waits_for_the_end_of_the_request(loop):
             c.close()
 
     run(loop, main())
+
+
+def test_http_2_for_a_wsgi_app_warns_and_serves_http11(loop, caplog):
+    def wsgi(environ, start_response):
+        start_response("200 OK", [("content-type", "text/plain")])
+        return [environ["SERVER_PROTOCOL"].encode()]
+
+    async def main():
+        async with serving(wsgi, interface="wsgi", wsgi_engine="loop", http="2") as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+            writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert (await read_response(reader)).body == b"HTTP/1.1"
+            writer.close()
+
+    run(loop, main())
+    assert "--http 2: WSGI apps are served HTTP/1.1" in [r.getMessage() for r in caplog.records]

@@ -4,48 +4,60 @@
 //! number), and writes what the core answers. An HTTP/1.1 connection hands its transport
 //! over to it: on the client preface (h2c with prior knowledge) or when TLS chose `h2`.
 //!
+//! How the connection's events become requests is `streams`; its timers and its close,
+//! `lifecycle`; the request API the interfaces use, `respond`.
+//!
 //! As in `HttpProtocol`, the state sits behind a lock never held across a call into
 //! Python: what calls out is collected as `Out`s and run after unlocking. Response parts
 //! an application gives while the connection runs its callbacks (`pumping`) are written
 //! when they return; one given later queues one `_flush` on the loop, so that the
 //! streams answered in one loop iteration leave in one write.
 
-use super::core::{BodyTake, Event, H2Core};
-use super::request::Request;
+use super::core::H2Core;
+use super::streams::StreamObjects;
 use crate::carrier::Carrier;
 use crate::clock::monotonic;
 use crate::http::config::HttpServerState;
-use crate::http::dispatch::RequestView;
-use crate::http::parse::Reject;
-use crate::http::static_files::{Body as StaticBody, Conditions, StaticFiles};
-use crate::http::target::split_target;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::{write_via, Held, Hold, StreamCore};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
-/// The Python side of a stream: its application's waiters and task, and what the access
-/// log and the metrics want.
-#[derive(Default)]
-pub struct StreamObjects {
-    /// Pending body reads (for ASGI, `receive()` calls), oldest first.
-    pub readers: Vec<Py<PyAny>>,
-    /// Writers waiting for the stream's queue (or the transport) to drain.
-    pub drain: Vec<Py<PyAny>>,
-    pub task: Option<Py<PyAny>>,
-    pub head_method: bool,
-    pub log: Option<Py<PyAny>>,
-    pub start: Option<f64>,
-    pub status: u16,
-    pub sent: u64,
-    /// The response's last part was given (its access log line is written).
-    pub recorded: bool,
-    /// The stream was reset before its application's task was known: the task is
-    /// cancelled as soon as it is.
-    pub reset: bool,
+pub struct H2Conn {
+    pub core: H2Core,
+    pub transport: Option<Py<PyAny>>,
+    pub(super) write: Option<Py<PyAny>>,
+    pub(super) stream: Option<Py<StreamCore>>,
+    pub client: Option<Py<PyAny>>,
+    pub server: Option<Py<PyAny>>,
+    pub https: bool,
+    pub streams: HashMap<u32, StreamObjects>,
+    pub lost: bool,
+    pub writing_paused: bool,
+    /// The transport's reading is paused: more than `OUTPUT_CAP` of the client's input
+    /// waits unread by `h2`.
+    pub(super) reading_paused: bool,
+    /// The connection is running its callbacks: response parts are written at their end.
+    pub pumping: bool,
+    /// A `_flush` is queued on the loop.
+    pub(super) flush_queued: bool,
+    /// The transport was asked to close (after the last frames).
+    pub(super) closed: bool,
+    /// No longer among the server's connections.
+    pub(super) forgotten: bool,
+    pub(super) timer: Option<Py<PyAny>>,
+    /// When the last stream ended (for the keep-alive timeout).
+    pub idle_since: f64,
+    /// `--http2-keep-alive-interval`: the next PING, or the wait for its answer.
+    pub(super) ping_timer: Option<Py<PyAny>>,
+    /// Waiting for the client to go (an RSGI app's `client_disconnect()`).
+    pub lost_waiters: Vec<Py<PyAny>>,
+    /// After an h2c upgrade: stream 1's frames, given to `h2` once the client's preface
+    /// and SETTINGS are in `early` (see `upgrade`).
+    pub(super) upgrade: Option<Vec<u8>>,
+    pub(super) early: Vec<u8>,
 }
 
 impl H2Conn {
@@ -71,40 +83,6 @@ impl H2Conn {
             }
         }
     }
-}
-
-pub struct H2Conn {
-    pub core: H2Core,
-    pub transport: Option<Py<PyAny>>,
-    write: Option<Py<PyAny>>,
-    stream: Option<Py<StreamCore>>,
-    pub client: Option<Py<PyAny>>,
-    pub server: Option<Py<PyAny>>,
-    pub https: bool,
-    pub streams: HashMap<u32, StreamObjects>,
-    pub lost: bool,
-    pub writing_paused: bool,
-    /// The transport's reading is paused: `h2` has this much of the client's input unread.
-    reading_paused: bool,
-    /// The connection is running its callbacks: response parts are written at their end.
-    pub pumping: bool,
-    /// A `_flush` is queued on the loop.
-    flush_queued: bool,
-    /// The transport was asked to close (after the last frames).
-    closed: bool,
-    /// No longer among the server's connections.
-    forgotten: bool,
-    timer: Option<Py<PyAny>>,
-    /// When the last stream ended (for the keep-alive timeout).
-    pub idle_since: f64,
-    /// `--http2-keep-alive-interval`: the next PING, or the wait for its answer.
-    ping_timer: Option<Py<PyAny>>,
-    /// Waiting for the client to go (an RSGI app's `client_disconnect()`).
-    pub lost_waiters: Vec<Py<PyAny>>,
-    /// After an h2c upgrade: stream 1's frames, given to `h2` once the client's preface
-    /// and SETTINGS are in `early` (see `upgrade`).
-    upgrade: Option<Vec<u8>>,
-    early: Vec<u8>,
 }
 
 /// Work to do once the lock is released.
@@ -134,7 +112,7 @@ pub struct H2Protocol {
 /// client's input may wait unread before the socket is no longer read. A client that sends
 /// frames `h2` must answer (PING, SETTINGS) and reads nothing stops being read, instead of
 /// growing the server's memory.
-const OUTPUT_CAP: usize = 256 * 1024;
+pub(super) const OUTPUT_CAP: usize = 256 * 1024;
 
 impl H2Protocol {
     pub fn lock(&self, py: Python<'_>) -> PyResult<GilGuard<'_, H2Conn>> {
@@ -209,21 +187,6 @@ impl H2Protocol {
         Ok(())
     }
 
-    fn arm_ping(slf: &Bound<'_, Self>, delay: f64, callback: &str) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        if this.lock(py)?.closed {
-            return Ok(());
-        }
-        let cb = slf.getattr(callback)?;
-        let h = this.state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
-        let old = this.lock(py)?.ping_timer.replace(h);
-        if let Some(old) = old {
-            old.call_method0(py, intern!(py, "cancel"))?;
-        }
-        Ok(())
-    }
-
     /// Bytes from the client (`data_received`, or swordfish's socket transport directly).
     pub fn feed(slf: &Bound<'_, Self>, data: &[u8]) -> PyResult<()> {
         Self::pump(slf, Some(data))
@@ -288,7 +251,7 @@ impl H2Protocol {
         }
     }
 
-    fn write_out(&self, py: Python<'_>, output: Vec<u8>) -> PyResult<()> {
+    pub(super) fn write_out(&self, py: Python<'_>, output: Vec<u8>) -> PyResult<()> {
         if let Some(m) = self.state.get().metrics() {
             m.sent(output.len() as u64);
         }
@@ -297,179 +260,6 @@ impl H2Protocol {
             (c.stream.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
         };
         write_via(py, core, w, Held::Owned(output), Some(Hold::IfSmall))
-    }
-
-    /// What the core's events ask of the driver.
-    fn handle(&self, py: Python<'_>, c: &mut H2Conn, events: Vec<Event>, outs: &mut Vec<Out>) -> PyResult<()> {
-        let state = self.state.get();
-        let st = &state.settings;
-        for event in events {
-            match event {
-                Event::Request(id) => self.begin(py, c, id, outs)?,
-                Event::Body(id) => {
-                    let Some(s) = c.streams.get_mut(&id) else { continue };
-                    while !s.readers.is_empty() {
-                        let w = s.readers.remove(0);
-                        if crate::tasks::is_done(w.bind(py))? {
-                            continue;
-                        }
-                        match c.core.take_body(id) {
-                            BodyTake::Data(data, more) => {
-                                outs.push(Out::Resolve(w, state.dispatch.body_message(py, &data, more)?));
-                            }
-                            BodyTake::Wait => s.readers.insert(0, w),
-                            BodyTake::Gone => outs.push(Out::Disconnect(vec![w])),
-                        }
-                        break;
-                    }
-                }
-                Event::Writable(id) => {
-                    if let Some(s) = c.streams.get_mut(&id) {
-                        for w in s.drain.drain(..) {
-                            outs.push(Out::Resolve(w, py.None()));
-                        }
-                    }
-                }
-                Event::Reset(id) => {
-                    let Some(s) = c.streams.get_mut(&id) else { continue };
-                    outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
-                    for w in s.drain.drain(..) {
-                        outs.push(Out::Resolve(w, py.None()));
-                    }
-                    // The client (or the protocol) gave up on the stream: its application
-                    // is told at once, not at its next write (CVE-2025-8671 makes a server
-                    // that keeps working for reset streams a target).
-                    match s.task.take() {
-                        Some(t) => outs.push(Out::Cancel(t)),
-                        None => s.reset = true,
-                    }
-                    if !s.recorded {
-                        s.recorded = true;
-                        if let Some(out) = record(st, s, 499) {
-                            outs.push(out);
-                        }
-                    }
-                }
-                Event::Ended(id) => {
-                    if let Some(s) = c.streams.get_mut(&id) {
-                        outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
-                    }
-                }
-                // The transport closes once the last frames are written (`pump`).
-                Event::Closed => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// A new stream: the interface's request, then its application, or a refusal.
-    fn begin(&self, py: Python<'_>, c: &mut H2Conn, id: u32, outs: &mut Vec<Out>) -> PyResult<()> {
-        let state = self.state.get();
-        let st = &state.settings;
-        let Some(parts) = c.core.request_taken(id) else { return Ok(()) };
-        let request = Request::new(&parts, c.core.body_ended(id));
-        let head_method = parts.method == http::Method::HEAD;
-        let view = RequestView {
-            buf: &request.buf,
-            head: &request.head,
-            client: c.client.as_ref(),
-            server: c.server.as_ref(),
-            https: c.https,
-            h2: true,
-        };
-        if let Some(files) = &state.static_files {
-            if self.serve_static(py, &mut c.core, files, id, &view, head_method, outs)? {
-                return Ok(());
-            }
-        }
-        let served = state.dispatch.request(py, &view);
-        let refusal = match &served {
-            Err(r) => Some(r.status()),
-            Ok(_) if st.active_requests.load(Ordering::Relaxed) >= st.limit_concurrency => {
-                Some(Reject::Unavailable.status())
-            }
-            Ok(_) => None,
-        };
-        let log = match (&served, &state.access_log) {
-            (Ok(s), Some(_)) => Some(s.request.clone_ref(py)),
-            _ => None,
-        };
-        let mut objects =
-            StreamObjects { head_method, log, start: st.timed().then(monotonic), ..StreamObjects::default() };
-        if let Some(status) = refusal {
-            let (head, body) = super::writing::simple(st, status, head_method);
-            objects.status = status;
-            objects.sent = body.len() as u64;
-            objects.recorded = true;
-            let part = super::writing::Part::Head { head, trailers: false };
-            let _ = c.core.respond(id, head_method, part);
-            let _ = c.core.respond(id, head_method, super::writing::Part::Body { data: body, more: false });
-            if let Some(out) = record(st, &mut objects, status) {
-                outs.push(out);
-            }
-            return Ok(());
-        }
-        let Ok(served) = served else { return Ok(()) };
-        st.active_requests.fetch_add(1, Ordering::Relaxed);
-        st.total_requests.fetch_add(1, Ordering::Relaxed);
-        c.streams.insert(id, objects);
-        outs.push(Out::Start(served.request, id));
-        Ok(())
-    }
-
-    /// Answer stream `id` from the static files if its path is under their route (`true`).
-    #[allow(clippy::too_many_arguments)] // the stream's request, as `begin` has it
-    fn serve_static(
-        &self,
-        py: Python<'_>,
-        core: &mut H2Core,
-        files: &StaticFiles,
-        id: u32,
-        view: &RequestView<'_>,
-        head_method: bool,
-        outs: &mut Vec<Out>,
-    ) -> PyResult<bool> {
-        let state = self.state.get();
-        let st = &state.settings;
-        let method = view.field(&view.head.method);
-        let Ok((path, _query)) = split_target(view.field(&view.head.target), method) else { return Ok(false) };
-        let Some(rest) = files.under_route(path) else { return Ok(false) };
-        let fields = view.head.headers.iter().map(|(n, v)| (view.field(n), view.field(v)));
-        let answer = files.answer(&st.head_rules(), method, rest, &Conditions::from_fields(fields));
-        let log = state
-            .access_log
-            .as_ref()
-            .map(|_| state.dispatch.request(py, view).map_or_else(|_| py.None(), |s| s.request));
-        st.total_requests.fetch_add(1, Ordering::Relaxed);
-        let status = answer.head.status;
-        let mut objects = StreamObjects {
-            head_method,
-            log,
-            start: st.timed().then(monotonic),
-            status,
-            recorded: true,
-            ..StreamObjects::default()
-        };
-        let head = super::writing::Part::Head { head: answer.head, trailers: false };
-        let _ = core.respond(id, head_method, head);
-        match answer.body {
-            StaticBody::Empty => {
-                let _ =
-                    core.respond(id, head_method, super::writing::Part::Body { data: Default::default(), more: false });
-            }
-            StaticBody::Bytes(b) => {
-                objects.sent = if head_method { 0 } else { b.len() as u64 };
-                let _ = core.respond(id, head_method, super::writing::Part::Body { data: b.into(), more: false });
-            }
-            StaticBody::File { file, offset, len } => {
-                objects.sent = if head_method { 0 } else { len };
-                let _ = core.respond_file(id, head_method, file, offset, len);
-            }
-        }
-        if let Some(out) = record(st, &mut objects, status) {
-            outs.push(out);
-        }
-        Ok(true)
     }
 
     /// Run the collected work; starting applications comes last, so that they find the
@@ -557,90 +347,6 @@ impl H2Protocol {
             outs.push(Out::QueueFlush);
         }
     }
-
-    pub fn record_task(&self, py: Python<'_>, id: u64, task: Py<PyAny>) -> PyResult<()> {
-        let reset = {
-            let mut c = self.lock(py)?;
-            match c.streams.get_mut(&(id as u32)) {
-                Some(s) if s.reset => true,
-                Some(s) => {
-                    s.task = Some(task.clone_ref(py));
-                    false
-                }
-                None => false,
-            }
-        };
-        if reset {
-            task.call_method1(py, intern!(py, "cancel"), ("the client reset the stream",))?;
-        }
-        Ok(())
-    }
-
-    /// The connection is over (its last frames, a GOAWAY among them, are written): the
-    /// server's side is shut, and the socket closes when the client closes its own, or
-    /// after the keep-alive timeout (at once while the server shuts down). Closed at once, a socket with unread input from the
-    /// client would send a reset, which can destroy that GOAWAY before the client reads it
-    /// (RFC 9113 §6.8 asks the sender of a GOAWAY to let in-flight frames arrive).
-    fn linger_close(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let t = {
-            let mut c = slf.get().lock(py)?;
-            c.closed = true;
-            c.transport.as_ref().map(|t| t.clone_ref(py))
-        };
-        let Some(t) = t else { return Ok(()) };
-        // A server shutting down does not wait for its clients.
-        let shutting_down = slf.get().state.get().settings.shutting_down.load(Ordering::Relaxed);
-        if shutting_down || !t.call_method0(py, intern!(py, "can_write_eof"))?.is_truthy(py)? {
-            return t.call_method0(py, intern!(py, "close")).map(drop);
-        }
-        if let Err(e) = t.call_method0(py, intern!(py, "write_eof")) {
-            // The client is gone already (ENOTCONN): nothing to linger for.
-            if !e.is_instance_of::<pyo3::exceptions::PyOSError>(py) {
-                return Err(e);
-            }
-            return t.call_method0(py, intern!(py, "close")).map(drop);
-        }
-        let delay = slf.get().state.get().settings.timeout_keep_alive;
-        let old = slf.get().lock(py)?.timer.take();
-        if let Some(h) = old {
-            h.call_method0(py, intern!(py, "cancel"))?;
-        }
-        let cb = slf.getattr(intern!(py, "_on_idle"))?;
-        let h = slf.get().state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
-        slf.get().lock(py)?.timer = Some(h);
-        Ok(())
-    }
-
-    /// With no stream open, the connection closes after the keep-alive timeout.
-    fn arm_idle(slf: &Bound<'_, Self>, delay: f64) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        let old = {
-            let mut c = this.lock(py)?;
-            if c.lost || c.closed {
-                return Ok(());
-            }
-            c.timer.take()
-        };
-        if let Some(h) = old {
-            h.call_method0(py, intern!(py, "cancel"))?;
-        }
-        let cb = slf.getattr(intern!(py, "_on_idle"))?;
-        let h = this.state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
-        this.lock(py)?.timer = Some(h);
-        Ok(())
-    }
-}
-
-/// The access log line and the metrics of a stream's response, once.
-pub fn record(st: &crate::http::settings::Settings, s: &mut StreamObjects, status: u16) -> Option<Out> {
-    let start = s.start.take()?;
-    let seconds = monotonic() - start;
-    if let Some(m) = st.metrics() {
-        m.response(status, seconds);
-    }
-    s.log.take().map(|log| Out::AccessLog(log, status, s.sent, seconds))
 }
 
 #[pymethods]
@@ -727,74 +433,19 @@ impl H2Protocol {
         Self::pump(slf, None)
     }
 
-    /// The keep-alive timeout ran out: closed if no stream opened meanwhile.
+    /// The keep-alive timeout ran out (see `lifecycle`).
     fn _on_idle(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let timeout = slf.get().state.get().settings.timeout_keep_alive;
-        let left = {
-            let mut c = slf.get().lock(py)?;
-            c.timer = None;
-            if c.lost {
-                return Ok(());
-            }
-            if c.closed {
-                // The client did not close its side within the linger (see `linger_close`).
-                let t = c.transport.as_ref().map(|t| t.clone_ref(py));
-                drop(c);
-                if let Some(t) = t {
-                    t.call_method0(py, intern!(py, "close"))?;
-                }
-                return Ok(());
-            }
-            if c.core.has_streams() || !c.streams.is_empty() {
-                timeout
-            } else {
-                c.idle_since + timeout - monotonic()
-            }
-        };
-        if left > 0.0 {
-            return Self::arm_idle(slf, left);
-        }
-        // One GOAWAY with the last stream taken: with none in flight there is nothing for
-        // a PING to settle (a request crossing it has a higher id, which the client may
-        // send again on a new connection).
-        slf.get().lock(py)?.core.abrupt_shutdown(h2::Reason::NO_ERROR);
-        Self::pump(slf, None)?;
-        if !slf.get().lock(py)?.closed {
-            Self::linger_close(slf)?;
-        }
-        Ok(())
+        Self::on_idle(slf)
     }
 
-    /// `--http2-keep-alive-interval` passed: a PING, whose answer is waited for.
+    /// `--http2-keep-alive-interval` passed (see `lifecycle`).
     fn _on_ping(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let sent = slf.get().lock(slf.py())?.core.send_ping();
-        if !sent {
-            return Ok(());
-        }
-        Self::pump(slf, None)?;
-        let h = slf.get().state.get().http2.as_ref().map(|h| h.keep_alive_timeout);
-        Self::arm_ping(slf, h.unwrap_or(20.0), "_on_ping_timeout")
+        Self::on_ping(slf)
     }
 
-    /// A PING's answer was due: a client that did not give it is gone.
+    /// A PING's answer was due (see `lifecycle`).
     fn _on_ping_timeout(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let (outstanding, t) = {
-            let c = slf.get().lock(py)?;
-            (c.core.ping_outstanding(), c.transport.as_ref().map(|t| t.clone_ref(py)))
-        };
-        if outstanding {
-            if let Some(t) = t {
-                t.call_method0(py, intern!(py, "abort"))?;
-            }
-            return Ok(());
-        }
-        let h2 = slf.get().state.get().http2.as_ref().map(|h| (h.keep_alive_interval, h.keep_alive_timeout));
-        if let Some((Some(interval), timeout)) = h2 {
-            Self::arm_ping(slf, (interval - timeout).max(0.0), "_on_ping")?;
-        }
-        Ok(())
+        Self::on_ping_timeout(slf)
     }
 
     /// Graceful shutdown: GOAWAY with the last stream id; the streams in flight finish,

@@ -5,7 +5,8 @@
 //! response gets a 500 written for it (or, after its head went out, a reset stream).
 
 use super::core::BodyTake;
-use super::protocol::{record, H2Protocol, Out};
+use super::protocol::{H2Protocol, Out};
+use super::streams::record;
 use super::writing::{self, Taken, Writing};
 use crate::event_loop::create_future;
 use crate::http::body::BodyRead;

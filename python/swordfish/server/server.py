@@ -246,6 +246,8 @@ class Server:
             threaded = wsgi and self._threaded()
             if wsgi:
                 logger.info("WSGI served by %s", "the thread engine" if threaded else "the loop")
+                if config.http == "2":
+                    logger.warning("--http 2: WSGI apps are served HTTP/1.1")
             if self.board is not None:
                 board = ConnectionBoard.attach(self.board[0])
                 count = (lambda: self._engine.connections) if threaded else (lambda: len(state.connections))

@@ -1,0 +1,151 @@
+//! The life of an HTTP/2 connection around its streams: the keep-alive timeout of an idle
+//! connection, the keep-alive PINGs and their deadline, and the lingering close after the
+//! last GOAWAY.
+
+use super::protocol::H2Protocol;
+use crate::clock::monotonic;
+use pyo3::intern;
+use pyo3::prelude::*;
+use std::sync::atomic::Ordering;
+
+impl H2Protocol {
+    pub(super) fn arm_ping(slf: &Bound<'_, Self>, delay: f64, callback: &str) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        if this.lock(py)?.closed {
+            return Ok(());
+        }
+        let cb = slf.getattr(callback)?;
+        let h = this.state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        let old = this.lock(py)?.ping_timer.replace(h);
+        if let Some(old) = old {
+            old.call_method0(py, intern!(py, "cancel"))?;
+        }
+        Ok(())
+    }
+
+    /// The connection is over (its last frames, a GOAWAY among them, are written): the
+    /// server's side is shut, and the socket closes when the client closes its own, or
+    /// after the keep-alive timeout (at once while the server shuts down). Closed at once, a socket with unread input from the
+    /// client would send a reset, which can destroy that GOAWAY before the client reads it
+    /// (RFC 9113 §6.8 asks the sender of a GOAWAY to let in-flight frames arrive).
+    pub(super) fn linger_close(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let t = {
+            let mut c = slf.get().lock(py)?;
+            c.closed = true;
+            c.transport.as_ref().map(|t| t.clone_ref(py))
+        };
+        let Some(t) = t else { return Ok(()) };
+        // A server shutting down does not wait for its clients.
+        let shutting_down = slf.get().state.get().settings.shutting_down.load(Ordering::Relaxed);
+        if shutting_down || !t.call_method0(py, intern!(py, "can_write_eof"))?.is_truthy(py)? {
+            return t.call_method0(py, intern!(py, "close")).map(drop);
+        }
+        if let Err(e) = t.call_method0(py, intern!(py, "write_eof")) {
+            // The client is gone already (ENOTCONN): nothing to linger for.
+            if !e.is_instance_of::<pyo3::exceptions::PyOSError>(py) {
+                return Err(e);
+            }
+            return t.call_method0(py, intern!(py, "close")).map(drop);
+        }
+        let delay = slf.get().state.get().settings.timeout_keep_alive;
+        let old = slf.get().lock(py)?.timer.take();
+        if let Some(h) = old {
+            h.call_method0(py, intern!(py, "cancel"))?;
+        }
+        let cb = slf.getattr(intern!(py, "_on_idle"))?;
+        let h = slf.get().state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        slf.get().lock(py)?.timer = Some(h);
+        Ok(())
+    }
+
+    /// With no stream open, the connection closes after the keep-alive timeout.
+    pub(super) fn arm_idle(slf: &Bound<'_, Self>, delay: f64) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let old = {
+            let mut c = this.lock(py)?;
+            if c.lost || c.closed {
+                return Ok(());
+            }
+            c.timer.take()
+        };
+        if let Some(h) = old {
+            h.call_method0(py, intern!(py, "cancel"))?;
+        }
+        let cb = slf.getattr(intern!(py, "_on_idle"))?;
+        let h = this.state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        this.lock(py)?.timer = Some(h);
+        Ok(())
+    }
+    /// The keep-alive timeout ran out: closed if no stream opened meanwhile.
+    pub(super) fn on_idle(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let timeout = slf.get().state.get().settings.timeout_keep_alive;
+        let left = {
+            let mut c = slf.get().lock(py)?;
+            c.timer = None;
+            if c.lost {
+                return Ok(());
+            }
+            if c.closed {
+                // The client did not close its side within the linger (see `linger_close`).
+                let t = c.transport.as_ref().map(|t| t.clone_ref(py));
+                drop(c);
+                if let Some(t) = t {
+                    t.call_method0(py, intern!(py, "close"))?;
+                }
+                return Ok(());
+            }
+            if c.core.has_streams() || !c.streams.is_empty() {
+                timeout
+            } else {
+                c.idle_since + timeout - monotonic()
+            }
+        };
+        if left > 0.0 {
+            return Self::arm_idle(slf, left);
+        }
+        // One GOAWAY with the last stream taken: with none in flight there is nothing for
+        // a PING to settle (a request crossing it has a higher id, which the client may
+        // send again on a new connection).
+        slf.get().lock(py)?.core.abrupt_shutdown(h2::Reason::NO_ERROR);
+        Self::pump(slf, None)?;
+        if !slf.get().lock(py)?.closed {
+            Self::linger_close(slf)?;
+        }
+        Ok(())
+    }
+
+    /// `--http2-keep-alive-interval` passed: a PING, whose answer is waited for.
+    pub(super) fn on_ping(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let sent = slf.get().lock(slf.py())?.core.send_ping();
+        if !sent {
+            return Ok(());
+        }
+        Self::pump(slf, None)?;
+        let h = slf.get().state.get().http2.as_ref().map(|h| h.keep_alive_timeout);
+        Self::arm_ping(slf, h.unwrap_or(20.0), "_on_ping_timeout")
+    }
+
+    /// A PING's answer was due: a client that did not give it is gone.
+    pub(super) fn on_ping_timeout(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (outstanding, t) = {
+            let c = slf.get().lock(py)?;
+            (c.core.ping_outstanding(), c.transport.as_ref().map(|t| t.clone_ref(py)))
+        };
+        if outstanding {
+            if let Some(t) = t {
+                t.call_method0(py, intern!(py, "abort"))?;
+            }
+            return Ok(());
+        }
+        let h2 = slf.get().state.get().http2.as_ref().map(|h| (h.keep_alive_interval, h.keep_alive_timeout));
+        if let Some((Some(interval), timeout)) = h2 {
+            Self::arm_ping(slf, (interval - timeout).max(0.0), "_on_ping")?;
+        }
+        Ok(())
+    }
+}
