@@ -275,6 +275,8 @@ impl H2Core {
         let mut done = Vec::new();
         for (&id, s) in self.streams.iter_mut() {
             if s.reset {
+                // Reported as `Event::Reset` in the pass that found it: nothing more comes.
+                done.push(id);
                 continue;
             }
             let reset = poll_body(s, cx) | poll_send(s, cx, self.send_buffer);
