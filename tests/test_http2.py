@@ -531,3 +531,18 @@ def test_http_2_for_a_wsgi_app_warns_and_serves_http11(loop, caplog):
 
     run(loop, main())
     assert "--http 2: WSGI apps are served HTTP/1.1" in [r.getMessage() for r in caplog.records]
+
+
+def test_the_head_limits_apply_to_http2_requests(loop):
+    async def main():
+        async with serving(probe_app, limit_request_line=100, limit_header_count=5,
+                           limit_request_field_size=200) as server:
+            c = await H2Client.open(port_of(server))
+            assert (await c.request(b"GET", b"/" + b"p" * 100)).status == 414
+            many = [(b"x-%d" % i, b"v") for i in range(6)]
+            assert (await c.request(b"GET", b"/", headers=many)).status == 431
+            assert (await c.request(b"GET", b"/", headers=[(b"x-long", b"v" * 200)])).status == 431
+            assert (await c.request(b"GET", b"/fine", headers=many[:4])).status == 200
+            c.close()
+
+    run(loop, main())

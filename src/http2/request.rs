@@ -5,7 +5,7 @@
 //! HTTP/1.1: `:authority` becomes a leading `host` field when the request has none, and
 //! the `cookie` fields are joined with "; " (§8.2.3).
 
-use crate::http::parse::{Framing, Head};
+use crate::http::parse::{Framing, Head, Limits, Reject};
 use std::ops::Range;
 
 /// The request's buffer and head.
@@ -76,6 +76,20 @@ impl Request {
         };
         Request { buf, head }
     }
+
+    /// The refusal the server's head limits make of this request, as they would of the
+    /// same request in HTTP/1.1 (`--limit-request-line`, `--limit-header-count`,
+    /// `--limit-request-field-size`): the request line is counted as `METHOD target
+    /// HTTP/1.1`, a field as `name: value`. The whole header list is `h2`'s to bound
+    /// (`--http2-max-headers-size`).
+    pub fn over_limits(&self, limits: &Limits) -> Option<Reject> {
+        let h = &self.head;
+        if h.method.len() + h.target.len() + " HTTP/1.1".len() + 1 > limits.request_line {
+            return Some(Reject::UriTooLong);
+        }
+        let field_too_long = h.headers.iter().any(|(n, v)| n.len() + 2 + v.len() > limits.field_size);
+        (h.headers.len() > limits.header_count || field_too_long).then_some(Reject::HeadersTooLarge)
+    }
 }
 
 #[cfg(test)]
@@ -113,6 +127,25 @@ mod tests {
             vec![(&b"host"[..], &b"example.com:8443"[..]), (b"content-length", b"5"), (b"cookie", b"a=1; b=2"),]
         );
         assert!(matches!(r.head.framing, Framing::Length(5)));
+    }
+
+    #[test]
+    fn the_http11_limits_apply() {
+        let limits = Limits { request_line: 20, header_size: 1 << 20, field_size: 12, header_count: 2, body_size: 0 };
+        let build = |uri: &str, fields: &[(&str, &str)]| {
+            let mut b = http::Request::builder().uri(uri);
+            for (n, v) in fields {
+                b = b.header(*n, *v);
+            }
+            Request::new(&parts(b.body(()).unwrap()), true)
+        };
+        // "GET /abcdefg HTTP/1.1" is 21 bytes.
+        assert!(matches!(build("/abcdefg", &[]).over_limits(&limits), Some(Reject::UriTooLong)));
+        assert!(build("/abcdef", &[("a", "1"), ("b", "2")]).over_limits(&limits).is_none());
+        let three = [("a", "1"), ("b", "2"), ("c", "3")];
+        assert!(matches!(build("/", &three).over_limits(&limits), Some(Reject::HeadersTooLarge)));
+        // "x-long: 12345" is 13 bytes.
+        assert!(matches!(build("/", &[("x-long", "12345")]).over_limits(&limits), Some(Reject::HeadersTooLarge)));
     }
 
     #[test]

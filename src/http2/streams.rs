@@ -127,7 +127,10 @@ impl H2Protocol {
                 return Ok(());
             }
         }
-        let served = state.dispatch.request(py, &view);
+        let served = match request.over_limits(&st.limits) {
+            Some(refused) => Err(refused),
+            None => state.dispatch.request(py, &view),
+        };
         let refusal = match &served {
             Err(r) => Some(r.status()),
             Ok(_) if st.active_requests.load(Ordering::Relaxed) >= st.limit_concurrency => {
