@@ -78,15 +78,7 @@ impl HttpProtocol {
                             crate::tasks::set_result(fut, value.bind(py))?;
                         }
                     }
-                    Act::Unwait(readers, upgrade) => {
-                        for w in readers.0 {
-                            let w = w.bind(py);
-                            if !crate::tasks::is_done(w)? {
-                                let msg = state.dispatch.disconnect_message(py, upgrade)?;
-                                crate::tasks::set_result(w, msg.bind(py))?;
-                            }
-                        }
-                    }
+                    Act::Unwait(readers, upgrade) => state.disconnect(py, readers.0, upgrade)?,
                     Act::ArmTimer(delay) => {
                         let cb = this.lock(py)?.objects.on_timer.as_ref().map(|c| c.clone_ref(py));
                         if let Some(cb) = cb {
@@ -110,13 +102,7 @@ impl HttpProtocol {
                     Act::World(LoopAct::Forget) => {
                         state.connections.bind(py).discard(slf)?;
                     }
-                    Act::World(LoopAct::LogError(msg, exc)) => {
-                        let kwargs = pyo3::types::PyDict::new(py);
-                        if let Some(e) = exc {
-                            kwargs.set_item("exc_info", e)?;
-                        }
-                        state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
-                    }
+                    Act::World(LoopAct::LogError(msg, exc)) => state.log_error(py, msg, exc)?,
                     Act::AccessLog(request, status, size, secs, refused) => {
                         if let Some(log) = &state.access_log {
                             let client = if refused {

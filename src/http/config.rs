@@ -189,6 +189,29 @@ impl HttpServerState {
 }
 
 impl HttpServerState {
+    /// An application's error on the server's error log, with its traceback if any.
+    pub fn log_error(&self, py: Python<'_>, msg: String, exc: Option<Py<PyAny>>) -> PyResult<()> {
+        let kwargs = pyo3::types::PyDict::new(py);
+        if let Some(e) = exc {
+            kwargs.set_item("exc_info", e)?;
+        }
+        self.logger.call_method(py, pyo3::intern!(py, "error"), (msg,), Some(&kwargs))?;
+        Ok(())
+    }
+
+    /// Readers of a request's body still waiting hear that the request is over (the
+    /// interface's disconnect message; `upgrade`: its own for a handshake's request).
+    pub fn disconnect(&self, py: Python<'_>, readers: Vec<Py<PyAny>>, upgrade: bool) -> PyResult<()> {
+        for w in readers {
+            let w = w.bind(py);
+            if !crate::tasks::is_done(w)? {
+                let msg = self.dispatch.disconnect_message(py, upgrade)?;
+                crate::tasks::set_result(w, msg.bind(py))?;
+            }
+        }
+        Ok(())
+    }
+
     /// `--metrics`: where this worker counts what it serves.
     pub fn metrics(&self) -> Option<&Counters> {
         self.settings.metrics()

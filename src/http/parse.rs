@@ -243,7 +243,7 @@ fn offset(buf: &[u8], part: &[u8]) -> Range<usize> {
 }
 
 /// Comma-separated list members with surrounding whitespace trimmed.
-fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
     v.split(|&b| b == b',').map(trim_ows)
 }
 

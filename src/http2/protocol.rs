@@ -282,15 +282,7 @@ impl H2Protocol {
                             crate::tasks::set_result(fut, value.bind(py))?;
                         }
                     }
-                    Out::Disconnect(readers) => {
-                        for w in readers {
-                            let w = w.bind(py);
-                            if !crate::tasks::is_done(w)? {
-                                let msg = state.dispatch.disconnect_message(py, false)?;
-                                crate::tasks::set_result(w, msg.bind(py))?;
-                            }
-                        }
-                    }
+                    Out::Disconnect(readers) => state.disconnect(py, readers, false)?,
                     Out::Cancel(task) => {
                         task.call_method1(py, intern!(py, "cancel"), ("the client reset the stream",))?;
                     }
@@ -299,13 +291,7 @@ impl H2Protocol {
                             log.call1(py, (request, status, size, secs, py.None()))?;
                         }
                     }
-                    Out::LogError(msg, exc) => {
-                        let kwargs = pyo3::types::PyDict::new(py);
-                        if let Some(e) = exc {
-                            kwargs.set_item("exc_info", e)?;
-                        }
-                        state.logger.call_method(py, intern!(py, "error"), (msg,), Some(&kwargs))?;
-                    }
+                    Out::LogError(msg, exc) => state.log_error(py, msg, exc)?,
                     Out::Close => Self::linger_close(slf)?,
                     Out::Forget => {
                         let forget = {

@@ -60,8 +60,7 @@ impl H2Protocol {
                 if r.is_ok() && !head_method {
                     s.sent += size;
                 }
-                if r.is_ok() && done && !s.recorded {
-                    s.recorded = true;
+                if r.is_ok() && done {
                     let status = s.status;
                     if let Some(out) = record(st, s, status) {
                         outs.push(out);
@@ -108,7 +107,6 @@ impl H2Protocol {
             let st = &this.state.get().settings;
             if let (Ok(()), Some(s)) = (&r, c.streams.get_mut(&id)) {
                 s.sent = if head_method { 0 } else { size };
-                s.recorded = true;
                 let status = s.status;
                 if let Some(out) = record(st, s, status) {
                     outs.push(out);
@@ -216,12 +214,9 @@ impl H2Protocol {
             if let Some(msg) = message.filter(|_| !lost) {
                 outs.push(Out::LogError(msg.to_owned(), exc));
             }
-            if !s.recorded {
-                s.recorded = true;
-                let status = s.status;
-                if let Some(out) = record(st, &mut s, status) {
-                    outs.push(out);
-                }
+            let status = s.status;
+            if let Some(out) = record(st, &mut s, status) {
+                outs.push(out);
             }
             outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
             if c.streams.is_empty() {

@@ -11,7 +11,6 @@ use crate::http::dispatch::RequestView;
 use crate::http::parse::Reject;
 use crate::http::settings::Settings;
 use crate::http::static_files::{Body as StaticBody, Conditions, StaticFiles};
-use crate::http::target::split_target;
 use pyo3::intern;
 use pyo3::prelude::*;
 use std::sync::atomic::Ordering;
@@ -30,8 +29,6 @@ pub struct StreamObjects {
     pub start: Option<f64>,
     pub status: u16,
     pub sent: u64,
-    /// The response's last part was given (its access log line is written).
-    pub recorded: bool,
     /// The stream was reset before its application's task was known: the task is
     /// cancelled as soon as it is.
     pub reset: bool,
@@ -88,11 +85,9 @@ impl H2Protocol {
                         Some(t) => outs.push(Out::Cancel(t)),
                         None => s.reset = true,
                     }
-                    if !s.recorded {
-                        s.recorded = true;
-                        if let Some(out) = record(st, s, 499) {
-                            outs.push(out);
-                        }
+                    // Once: `record` takes the start (a response already logged is not).
+                    if let Some(out) = record(st, s, 499) {
+                        outs.push(out);
                     }
                 }
                 Event::Ended(id) => {
@@ -148,7 +143,6 @@ impl H2Protocol {
             let (head, body) = super::writing::simple(st, status, head_method);
             objects.status = status;
             objects.sent = body.len() as u64;
-            objects.recorded = true;
             let part = super::writing::Part::Head { head, trailers: false };
             let _ = c.core.respond(id, head_method, part);
             let _ = c.core.respond(id, head_method, super::writing::Part::Body { data: body, more: false });
@@ -180,8 +174,7 @@ impl H2Protocol {
         let state = self.state.get();
         let st = &state.settings;
         let method = view.field(&view.head.method);
-        let Ok((path, _query)) = split_target(view.field(&view.head.target), method) else { return Ok(false) };
-        let Some(rest) = files.under_route(path) else { return Ok(false) };
+        let Some(rest) = files.route_of(view.field(&view.head.target), method) else { return Ok(false) };
         let fields = view.head.headers.iter().map(|(n, v)| (view.field(n), view.field(v)));
         let answer = files.answer(&st.head_rules(), method, rest, &Conditions::from_fields(fields));
         let log = state
@@ -190,14 +183,8 @@ impl H2Protocol {
             .map(|_| state.dispatch.request(py, view).map_or_else(|_| py.None(), |s| s.request));
         st.total_requests.fetch_add(1, Ordering::Relaxed);
         let status = answer.head.status;
-        let mut objects = StreamObjects {
-            head_method,
-            log,
-            start: st.timed().then(monotonic),
-            status,
-            recorded: true,
-            ..StreamObjects::default()
-        };
+        let mut objects =
+            StreamObjects { head_method, log, start: st.timed().then(monotonic), status, ..StreamObjects::default() };
         let head = super::writing::Part::Head { head: answer.head, trailers: false };
         let _ = core.respond(id, head_method, head);
         match answer.body {

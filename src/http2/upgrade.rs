@@ -6,13 +6,13 @@
 //! settings the client actually sent. Only a request without a body is upgraded; one with
 //! a body is served as HTTP/1.1, as RFC 7540 §3.2 allows.
 
-use crate::http::parse::{Framing, Head};
+use crate::http::parse::{list_items, Framing, Head};
 
 /// The answer to an upgrade request.
 pub const SWITCHING: &[u8] = b"HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n";
 
 fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+    list_items(value).any(|t| t.eq_ignore_ascii_case(token))
 }
 
 /// Fields of an HTTP/1.1 request that an HTTP/2 request does not carry (RFC 9113 §8.2.2),

@@ -10,6 +10,7 @@ pub(crate) mod validators;
 
 use super::head::{HeadBuilder, HeadRules, ResponseHead};
 use super::response::{format_date, push_status_line, reason};
+use super::target::split_target;
 use pyo3::prelude::*;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -66,6 +67,13 @@ impl StaticFiles {
             cache_control: expires.map(|s| format!("max-age={s}").into_bytes()),
             sender,
         })
+    }
+
+    /// The rest of a request's path after the route (see `under_route`), if `target` (the
+    /// request target as the client sent it) is under it.
+    pub fn route_of<'a>(&self, target: &'a [u8], method: &[u8]) -> Option<&'a [u8]> {
+        let (path, _query) = split_target(target, method).ok()?;
+        self.under_route(path)
     }
 
     /// The rest of `path` (the request path as the client sent it, without the query)

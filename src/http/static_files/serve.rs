@@ -12,7 +12,6 @@ use super::super::link::{Act, Conn};
 use super::super::parse::{ChunkedDecoder, Framing, Head};
 use super::super::protocol::HttpProtocol;
 use super::super::reading::READ_HIGH_WATER;
-use super::super::target::split_target;
 use super::super::writing::close_head;
 use super::{Body, Conditions, StaticFiles};
 use crate::clock::monotonic;
@@ -48,10 +47,7 @@ impl HttpProtocol {
         let state = self.state.get();
         let st = &state.settings;
         let method = &c.rbuf[head.method.clone()];
-        let Ok((path, _query)) = split_target(&c.rbuf[head.target.clone()], method) else {
-            return Ok(Static::Not);
-        };
-        let Some(rest) = files.under_route(path) else { return Ok(Static::Not) };
+        let Some(rest) = files.route_of(&c.rbuf[head.target.clone()], method) else { return Ok(Static::Not) };
         if c.writing_paused || c.static_burst >= BURST {
             c.static_held = true;
             if c.rbuf.len() >= READ_HIGH_WATER && !c.reading_paused {
