@@ -252,7 +252,6 @@ class Server:
                 board = ConnectionBoard.attach(self.board[0])
                 count = (lambda: self._engine.connections) if threaded else (lambda: len(state.connections))
                 gate = AcceptGate(board, self.board[1], count)
-                publish = loop.create_task(self._publish_connections(gate))
             try:
                 await self._listen(loop, ConnectionFactory(state, self.multiprocess, gate), sockets,
                                    config.ssl_context(config.serves_http2(kind)), start_serving=not threaded)
@@ -269,6 +268,11 @@ class Server:
                 self.exit_code = 1
                 raise
             self.started = True
+            if gate is not None:
+                # On the board before "serving on": a worker that has not accepted yet
+                # counts (0), or the first one awake takes a whole burst.
+                publish = loop.create_task(self._publish_connections(gate))
+                gate.publish()
             if config.max_requests:
                 limit = config.max_requests + random.randint(0, max(0, config.max_requests_jitter or 0))
                 watch = loop.create_task(self._watch_requests(limit))
