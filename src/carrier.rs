@@ -134,11 +134,47 @@ impl Carrier {
         }
     }
 
-    /// Whether request `gen` asks to switch protocols (an HTTP/1.1 WebSocket handshake).
+    /// Whether request `gen` is a WebSocket handshake (HTTP/1.1's `Upgrade`, HTTP/2's
+    /// extended CONNECT).
     pub fn is_upgrade(&self, py: Python<'_>, gen: u64) -> PyResult<bool> {
         match self {
             Carrier::H1(p) => Ok(p.get().lock(py)?.current(gen).is_some_and(|r| r.upgrade)),
-            Carrier::H2(_) => Ok(false),
+            Carrier::H2(p) => Ok(p.get().lock(py)?.streams.get(&(gen as u32)).is_some_and(|s| s.upgrade)),
+        }
+    }
+
+    /// `waiter` (a receive call during request `gen`'s handshake) is resolved with the
+    /// interface's disconnect message if the client leaves first; false if it is gone.
+    pub fn wait_handshake(&self, py: Python<'_>, gen: u64, waiter: &Py<PyAny>) -> PyResult<bool> {
+        match self {
+            Carrier::H1(p) => {
+                let mut c = p.get().lock(py)?;
+                let gone = c.gone();
+                match c.current(gen) {
+                    Some(req) if !gone => {
+                        req.objects.0.push(waiter.clone_ref(py));
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                }
+            }
+            Carrier::H2(p) => {
+                let mut c = p.get().lock(py)?;
+                if c.lost {
+                    return Ok(false);
+                }
+                let id = gen as u32;
+                if c.core.streams.get(&id).is_none_or(|s| s.reset) {
+                    return Ok(false);
+                }
+                match c.streams.get_mut(&id) {
+                    Some(s) => {
+                        s.readers.push(waiter.clone_ref(py));
+                        Ok(true)
+                    }
+                    None => Ok(false),
+                }
+            }
         }
     }
 

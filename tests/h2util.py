@@ -4,6 +4,7 @@ attacker does (frames built by hand, resets, windows left shut), and read every 
 server's frames make."""
 
 import asyncio
+import collections
 import os
 import ssl
 
@@ -181,3 +182,99 @@ async def read_frames(reader, timeout=5):
     frame, length = hyperframe.frame.Frame.parse_frame_header(memoryview(head))
     frame.parse_body(memoryview(await asyncio.wait_for(reader.readexactly(length), timeout)))
     return frame
+
+
+class H2WebSocket:
+    """A WebSocket over an HTTP/2 stream (RFC 8441): an extended CONNECT on an `H2Client`,
+    then the `websockets` library's sans-I/O protocol for the frames, carried as the
+    stream's DATA both ways."""
+
+    def __init__(self, client, stream_id, extensions):
+        from websockets.protocol import CLIENT, Protocol
+
+        self.client, self.sid = client, stream_id
+        self.proto = Protocol(CLIENT, max_size=None)
+        self.proto.extensions = extensions
+        self.fed = 0  # how much of the stream's DATA the protocol has read
+        self.pending = collections.deque()  # frames read, not yet taken
+
+    @classmethod
+    async def connect(cls, client, path, subprotocols=(), headers=(), deflate=False):
+        """Open a WebSocket on `path`; `(socket, response)`, the socket None unless the
+        server answered 2xx."""
+        from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
+        from websockets.headers import build_extension, parse_extension
+
+        while not client.conn.remote_settings.enable_connect_protocol:
+            assert await client.pump(), "the server did not enable the extended CONNECT"
+        factory = ClientPerMessageDeflateFactory()
+        sid = client.conn.get_next_available_stream_id()
+        fields = [(b":method", b"CONNECT"), (b":protocol", b"websocket"), (b":scheme", b"http"),
+                  (b":path", path), (b":authority", b"localhost"), (b"sec-websocket-version", b"13")]
+        if subprotocols:
+            fields.append((b"sec-websocket-protocol", ", ".join(subprotocols).encode()))
+        if deflate:
+            offer = build_extension([(factory.name, factory.get_request_params())])
+            fields.append((b"sec-websocket-extensions", offer.encode()))
+        fields += list(headers)
+        client.conn.send_headers(sid, fields)
+        client.responses[sid] = r = Response()
+        client.flush()
+        while r.status is None and r.reset is None:
+            assert await client.pump(), "the connection closed before the answer"
+        if r.status is None or not 200 <= r.status < 300:
+            return None, r
+        extensions = []
+        answered = r.header(b"sec-websocket-extensions")
+        for name, params in parse_extension(answered.decode()) if answered else []:
+            assert deflate and name == factory.name, name
+            extensions.append(factory.process_response_params(params, []))
+        return cls(client, sid, extensions), r
+
+    async def _send(self):
+        for chunk in self.proto.data_to_send():
+            if chunk:
+                await self.client.send_body(self.sid, chunk, end=False)
+
+    async def send(self, message):
+        if isinstance(message, str):
+            self.proto.send_text(message.encode())
+        else:
+            self.proto.send_binary(message)
+        await self._send()
+
+    async def close(self, code=1000, reason=""):
+        self.proto.send_close(code, reason)
+        await self._send()
+
+    async def event(self, timeout=5):
+        """The next frame the server sent (websockets.frames.Frame); None once the stream
+        ended or was reset."""
+        r = self.client.responses[self.sid]
+        while not self.pending:
+            self.pending.extend(self.proto.events_received())
+            if self.pending:
+                break
+            if self.fed < len(r.body):
+                self.proto.receive_data(r.body[self.fed:])
+                self.fed = len(r.body)
+                await self._send()  # pongs, the close's echo
+            elif r.ended or r.reset is not None or not await self.client.pump(timeout):
+                return None
+        return self.pending.popleft()
+
+    async def recv(self, timeout=5):
+        """The next data message (str or bytes), or the close frame's (code, reason)."""
+        from websockets.frames import Close, Opcode
+
+        while True:
+            frame = await self.event(timeout)
+            if frame is None:
+                return None
+            if frame.opcode is Opcode.TEXT:
+                return frame.data.decode()
+            if frame.opcode is Opcode.BINARY:
+                return bytes(frame.data)
+            if frame.opcode is Opcode.CLOSE:
+                close = Close.parse(frame.data)
+                return (close.code, close.reason)

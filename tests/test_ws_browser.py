@@ -4,7 +4,8 @@ sizes; the page checks the echoes and sends its findings over the WebSocket (see
 tests/apps/ws_browser_app.py). The test waits for the app to hear the outcome, with a deadline.
 
 Chromium always offers permessage-deflate, so the test also shows the server negotiating it with a
-client that is not Python. Without chromium the test is skipped, unless CI is set: then it fails
+client that is not Python. Over https the page comes over HTTP/2 and Chromium opens the WebSocket
+as an HTTP/2 stream (RFC 8441); over http both are HTTP/1.1. Without chromium the test is skipped, unless CI is set: then it fails
 (tools/install-test-deps.sh installs it)."""
 
 import os
@@ -120,6 +121,10 @@ def test_chromium_exchanges_messages_over_a_websocket(scheme, tmp_path, request)
     assert probe.closed == {"code": 1000, "reason": "done", "wasClean": True, "reported": True}, context
 
     scope = probe.scope
+    # Over TLS, ALPN gives the page HTTP/2, and Chromium opens the WebSocket on the same
+    # connection as an extended CONNECT (RFC 8441), since the server's SETTINGS allow it.
+    want = "2" if scheme == "https" else "1.1"
+    assert (probe.page_http_version, scope["http_version"]) == (want, want)
     assert scope["type"] == "websocket" and scope["path"] == "/ws" and scope["query_string"] == b"from=browser"
     assert scope["scheme"] == ("wss" if scheme == "https" else "ws")
     assert scope["subprotocols"] == ws_browser_app.SUBPROTOCOLS

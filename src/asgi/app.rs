@@ -11,7 +11,7 @@ use crate::http::parse::{is_unreserved_or_sub_delim, Reject};
 use crate::sync::GilCell;
 use crate::ws::conn::WsSettings;
 use crate::ws::deflate::ServerConfig;
-use crate::ws::handshake::{check_upgrade, refusal_fields, Upgrade};
+use crate::ws::handshake::{check_handshake, refusal_fields, Upgrade};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use pyo3::{PyTraverseError, PyVisit};
@@ -211,7 +211,7 @@ impl Dispatch for AsgiDispatch {
         }
         let method = view.field(&head.method);
         let headers = head.headers.iter().map(|(n, v)| (view.field(n), view.field(v)));
-        match check_upgrade(method, head.minor, headers) {
+        match check_handshake(method, head.minor, view.connect_protocol, headers) {
             Upgrade::NotWebSocket => Ok(Served { request: scope, upgrade: false }),
             Upgrade::Refused(r) => Err(Reject::Upgrade { status: r.status, field: refusal_fields(&r) }),
             Upgrade::Valid(u) => {
@@ -223,8 +223,8 @@ impl Dispatch for AsgiDispatch {
     }
 
     fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()> {
-        if let (Some(proto), true) = (carrier.h1(), carrier.is_upgrade(py, gen)?) {
-            return super::websocket::start(self.0.bind(py), proto.bind(py), request, gen);
+        if carrier.is_upgrade(py, gen)? {
+            return super::websocket::start(self.0.bind(py), carrier, request, gen);
         }
         super::start::start(py, self.0.bind(py), carrier, request, gen)
     }

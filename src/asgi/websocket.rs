@@ -11,13 +11,12 @@ use crate::carrier::Carrier;
 use crate::event_loop::create_future;
 use crate::http::app_task::task_exception;
 use crate::http::head::HeadBuilder;
-use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{Part, RespondError, Responded};
 use crate::sync::GilCell;
 use crate::ws::accept::Accept;
 use crate::ws::conn::{Payload, Received, SendError, WsInterface, WsProtocol, CLOSE_ABNORMAL, CLOSE_INTERNAL_ERROR};
 use crate::ws::frame::{valid_close_code, CLOSE_NORMAL};
-use crate::ws::handshake::{check_upgrade, Upgrade};
+use crate::ws::handshake::{check_handshake, Upgrade};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -89,7 +88,7 @@ enum Stage {
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct WsSession {
     app: Py<AsgiApp>,
-    proto: Py<HttpProtocol>,
+    carrier: Carrier,
     gen: u64,
     /// The request's `sec-websocket-key` and `sec-websocket-extensions` values.
     key: Vec<u8>,
@@ -98,14 +97,14 @@ pub struct WsSession {
 }
 
 /// Start the application for a `websocket` scope.
-pub fn start(app: &Bound<'_, AsgiApp>, proto: &Bound<'_, HttpProtocol>, scope: Py<PyAny>, gen: u64) -> PyResult<()> {
-    let py = proto.py();
-    let (key, extensions) = handshake_of(scope.bind(py))?;
+pub fn start(app: &Bound<'_, AsgiApp>, carrier: &Carrier, scope: Py<PyAny>, gen: u64) -> PyResult<()> {
+    let py = app.py();
+    let (key, extensions) = handshake_of(scope.bind(py), matches!(carrier, Carrier::H2(_)))?;
     let session = Bound::new(
         py,
         WsSession {
             app: app.clone().unbind(),
-            proto: proto.clone().unbind(),
+            carrier: carrier.clone_ref(py),
             gen,
             key,
             extensions,
@@ -114,21 +113,21 @@ pub fn start(app: &Bound<'_, AsgiApp>, proto: &Bound<'_, HttpProtocol>, scope: P
     )?;
     let receive = session.getattr(intern!(py, "receive"))?;
     let send = session.getattr(intern!(py, "send"))?;
-    let carrier = Carrier::H1(proto.clone().unbind());
     app.get().tasks.launch(
         py,
-        &carrier,
+        carrier,
         gen,
         (scope, receive, send),
         false,
         || session.getattr(intern!(py, "_task_done")),
         |_| Ok(()),
-        |exc| app_finished(py, &carrier, gen, Some(exc)),
+        |exc| app_finished(py, carrier, gen, Some(exc)),
     )
 }
 
-/// The key and extension offers of a valid handshake, from the scope's headers.
-fn handshake_of(scope: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<Vec<u8>>)> {
+/// The key and extension offers of a valid handshake, from the scope's headers (`h2`: an
+/// HTTP/2 extended CONNECT's, which has no key).
+fn handshake_of(scope: &Bound<'_, PyAny>, h2: bool) -> PyResult<(Vec<u8>, Vec<Vec<u8>>)> {
     let py = scope.py();
     let headers = scope.get_item(intern!(py, "headers"))?;
     let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
@@ -137,7 +136,8 @@ fn handshake_of(scope: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<Vec<u8>>)> {
         let t = item.cast::<PyTuple>()?;
         pairs.push((t.get_item(0)?.extract()?, t.get_item(1)?.extract()?));
     }
-    match check_upgrade(b"GET", 1, pairs.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))) {
+    let protocol = h2.then_some("websocket");
+    match check_handshake(b"GET", 1, protocol, pairs.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))) {
         Upgrade::Valid(u) => Ok((u.key.to_vec(), u.extensions.iter().map(|e| e.to_vec()).collect())),
         _ => Err(PyValueError::new_err("not a WebSocket handshake")),
     }
@@ -181,7 +181,7 @@ impl WsSession {
             iface: std::sync::Arc::new(AsgiMessages),
             lp: app.tasks.lp.clone_ref(py),
         };
-        let ws = crate::ws::accept::accept(this.proto.bind(py), this.gen, accept, subprotocol.as_deref(), &pairs)?
+        let ws = crate::ws::accept::accept(py, &this.carrier, this.gen, accept, subprotocol.as_deref(), &pairs)?
             .map_err(respond_error)?;
         *this.stage.lock(py)? = Stage::Accepted(ws.unbind());
         Ok(())
@@ -192,7 +192,7 @@ impl WsSession {
         let py = slf.py();
         let this = slf.get();
         *this.stage.lock(py)? = Stage::Denied;
-        crate::ws::accept::deny(this.proto.bind(py), this.gen, status)?.map_err(respond_error)
+        crate::ws::accept::deny(py, &this.carrier, this.gen, status)?.map_err(respond_error)
     }
 
     fn accepted(&self, py: Python<'_>) -> PyResult<Option<Py<WsProtocol>>> {
@@ -230,18 +230,10 @@ impl WsSession {
                 drop(stage);
                 // Waits on the request: the handshake's answer or the client leaving ends it.
                 let fut = create_future(this.app.get().tasks.lp.bind(py))?.unbind();
-                let proto = this.proto.bind(py).get();
-                let mut c = proto.lock(py)?;
-                let gone = c.gone();
-                match c.current(this.gen) {
-                    Some(req) if !gone => {
-                        req.objects.0.push(fut.clone_ref(py));
-                        Ok(fut)
-                    }
-                    _ => {
-                        drop(c);
-                        ready(py, disconnect_message(py, CLOSE_ABNORMAL, "")?)
-                    }
+                if this.carrier.wait_handshake(py, this.gen, &fut)? {
+                    Ok(fut)
+                } else {
+                    ready(py, disconnect_message(py, CLOSE_ABNORMAL, "")?)
                 }
             }
         }
@@ -303,7 +295,7 @@ impl WsSession {
                 let status: u16 = get(message, intern!(py, "status"))?
                     .ok_or_else(|| PyValueError::new_err("without 'status'"))?
                     .extract()?;
-                let rules = this.proto.bind(py).get().state.get().settings.head_rules();
+                let rules = this.carrier.state().settings.head_rules();
                 let mut head = HeadBuilder::new(status).map_err(|e| PyValueError::new_err(e.to_string()))?;
                 if let Some(h) = get(message, intern!(py, "headers"))?.filter(|h| !h.is_none()) {
                     for item in h.try_iter()? {
@@ -312,9 +304,9 @@ impl WsSession {
                     }
                 }
                 let mut head = head.finish(&rules).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                head.close = true;
+                head.close = this.carrier.h1().is_some();
                 *this.stage.lock(py)? = Stage::Denied;
-                responded(py, HttpProtocol::respond(this.proto.bind(py), this.gen, Part::head(head, false))?)
+                responded(py, this.carrier.respond(py, this.gen, Part::head(head, false))?)
             }
             ("websocket.http.response.body", None) => {
                 let body = match get(message, intern!(py, "body"))? {
@@ -322,7 +314,7 @@ impl WsSession {
                     None => PyBytes::new(py, b""),
                 };
                 let more = get(message, intern!(py, "more_body"))?.map_or(Ok(false), |m| m.is_truthy())?;
-                responded(py, HttpProtocol::respond(this.proto.bind(py), this.gen, Part::Body { body, more })?)
+                responded(py, this.carrier.respond(py, this.gen, Part::Body { body, more })?)
             }
             (_, Some(ws)) if ws.get().is_closed(py)? => Err(ClientDisconnected::new_err("the WebSocket is closed")),
             (other, _) => Err(PyRuntimeError::new_err(format!(
@@ -349,12 +341,12 @@ impl WsSession {
                 _ => {}
             }
         }
-        app_finished(py, &Carrier::H1(this.proto.clone_ref(py)), this.gen, exc)
+        app_finished(py, &this.carrier, this.gen, exc)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.app)?;
-        visit.call(&self.proto)?;
+        self.carrier.traverse(&visit)?;
         // SAFETY: the cyclic GC runs with the GIL held.
         let py = unsafe { Python::assume_attached() };
         if let Some(stage) = self.stage.try_lock(py) {

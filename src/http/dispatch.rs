@@ -54,6 +54,8 @@ pub struct RequestView<'a> {
     pub https: bool,
     /// The request came on an HTTP/2 stream (its head then says HTTP/1.1).
     pub h2: bool,
+    /// An HTTP/2 extended CONNECT's `:protocol` (its head says `GET`, and `upgrade`).
+    pub connect_protocol: Option<&'a str>,
 }
 
 impl<'a> RequestView<'a> {
@@ -66,6 +68,7 @@ impl<'a> RequestView<'a> {
             server: c.objects.server.as_ref(),
             https: c.https,
             h2: false,
+            connect_protocol: None,
         }
     }
 

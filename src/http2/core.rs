@@ -167,6 +167,9 @@ impl H2Core {
             .max_frame_size(config.max_frame_size)
             .max_header_list_size(config.max_headers_size)
             .max_send_buffer_size(config.max_send_buffer_size);
+        if config.connect_protocol {
+            b.enable_connect_protocol();
+        }
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
         H2Core {
@@ -340,6 +343,24 @@ impl H2Core {
         s.body_given = s.body_ended;
         self.flag.0.store(true, Ordering::Relaxed);
         BodyTake::Data(data, !s.body_ended)
+    }
+
+    /// Nothing more of stream `id`'s body is read: once its response is out, the stream
+    /// is `h2`'s to end (RST_STREAM NO_ERROR if the client is still sending).
+    pub fn stop_reading(&mut self, id: u32) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.recv = None;
+            s.body.clear();
+            s.body_len = 0;
+            s.body_ended = true;
+            s.reader_waiting = false;
+            self.flag.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Response bytes of stream `id` queued and not yet given to `h2`.
+    pub fn queued(&self, id: u32) -> usize {
+        self.streams.get(&id).map_or(0, |s| s.queued)
     }
 
     /// Whether stream `id`'s body has all arrived and none of it was taken.

@@ -2,8 +2,9 @@
 //! in-memory `pipe`), a stream's request head as the interfaces read heads (`request`),
 //! its response as they give it (`writing`), h2c by `Upgrade` (`upgrade`). On the loop:
 //! the asyncio protocol (`protocol`), how its events become the interface's requests
-//! (`streams`), its timers and its close (`lifecycle`), and the request API the interfaces
-//! call through `Carrier` (`respond`). Also the server's HTTP/2 settings and the client
+//! (`streams`), its timers and its close (`lifecycle`), the request API the interfaces
+//! call through `Carrier` (`respond`), and a stream as a transport (`tunnel`: WebSockets
+//! over HTTP/2). Also the server's HTTP/2 settings and the client
 //! preface, by which an HTTP/1.1 connection tells that it is to hand over.
 
 use pyo3::prelude::*;
@@ -15,6 +16,7 @@ pub mod protocol;
 pub mod request;
 pub mod respond;
 pub mod streams;
+pub mod tunnel;
 pub mod upgrade;
 pub mod writing;
 
@@ -33,10 +35,13 @@ pub struct Settings {
     pub keep_alive_timeout: f64,
     /// `--http 2`: HTTP/1.1 requests are refused.
     pub only: bool,
+    /// WebSockets are served: `SETTINGS_ENABLE_CONNECT_PROTOCOL` says the server takes
+    /// them as extended CONNECT streams (RFC 8441).
+    pub connect_protocol: bool,
 }
 
 /// As `HttpServerState` is given them: a tuple in the order of the fields.
-pub type SettingsTuple = (u32, u32, u32, u32, u32, usize, Option<f64>, f64, bool);
+pub type SettingsTuple = (u32, u32, u32, u32, u32, usize, Option<f64>, f64, bool, bool);
 
 impl From<SettingsTuple> for Settings {
     fn from(t: SettingsTuple) -> Self {
@@ -50,6 +55,7 @@ impl From<SettingsTuple> for Settings {
             keep_alive_interval: t.6,
             keep_alive_timeout: t.7,
             only: t.8,
+            connect_protocol: t.9,
         }
     }
 }
@@ -80,7 +86,8 @@ pub fn preface(buf: &[u8]) -> Preface {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<protocol::H2Protocol>()
+    m.add_class::<protocol::H2Protocol>()?;
+    m.add_class::<tunnel::H2Tunnel>()
 }
 
 /// The socket transport's native read path for `H2Protocol` (see `transport::native`).

@@ -15,6 +15,7 @@
 
 use super::core::H2Core;
 use super::streams::StreamObjects;
+use super::tunnel::{H2Tunnel, Tunnel};
 use crate::carrier::Carrier;
 use crate::clock::monotonic;
 use crate::http::config::HttpServerState;
@@ -34,6 +35,8 @@ pub struct H2Conn {
     pub server: Option<Py<PyAny>>,
     pub https: bool,
     pub streams: HashMap<u32, StreamObjects>,
+    /// Streams that carry another protocol (RFC 8441 WebSockets), by id (see `tunnel`).
+    pub tunnels: HashMap<u32, Tunnel>,
     pub lost: bool,
     pub writing_paused: bool,
     /// The transport's reading is paused: more than `OUTPUT_CAP` of the client's input
@@ -90,8 +93,8 @@ pub enum Out {
     /// Start the application of stream `id` with the interface's request.
     Start(Py<PyAny>, u32),
     Resolve(Py<PyAny>, Py<PyAny>),
-    /// These readers hear that the request is over.
-    Disconnect(Vec<Py<PyAny>>),
+    /// These readers hear that the request is over (`true`: a WebSocket handshake's).
+    Disconnect(Vec<Py<PyAny>>, bool),
     Cancel(Py<PyAny>),
     AccessLog(Py<PyAny>, u16, u64, f64),
     LogError(String, Option<Py<PyAny>>),
@@ -100,6 +103,14 @@ pub enum Out {
     QueueFlush,
     PauseReading,
     ResumeReading,
+    /// The client's bytes for a tunnel's protocol; its end; the stream gone.
+    TunnelData(Py<H2Tunnel>, Vec<u8>),
+    TunnelEof(Py<H2Tunnel>),
+    TunnelLost(Py<H2Tunnel>),
+    /// Resume (`true`) or pause a tunnel's protocol's writing.
+    TunnelWriting(Py<H2Tunnel>, bool),
+    /// The server shuts down (`true`: another worker serves on).
+    TunnelShutdown(Py<H2Tunnel>, bool),
 }
 
 #[pyclass(module = "swordfish._native", frozen)]
@@ -139,6 +150,7 @@ impl H2Protocol {
                 server,
                 https,
                 streams: HashMap::new(),
+                tunnels: HashMap::new(),
                 lost: false,
                 writing_paused: false,
                 reading_paused: false,
@@ -282,7 +294,12 @@ impl H2Protocol {
                             crate::tasks::set_result(fut, value.bind(py))?;
                         }
                     }
-                    Out::Disconnect(readers) => state.disconnect(py, readers, false)?,
+                    Out::Disconnect(readers, upgrade) => state.disconnect(py, readers, upgrade)?,
+                    Out::TunnelData(t, data) => H2Tunnel::deliver(t.bind(py), &data)?,
+                    Out::TunnelEof(t) => H2Tunnel::eof(t.bind(py))?,
+                    Out::TunnelLost(t) => H2Tunnel::lost(t.bind(py))?,
+                    Out::TunnelWriting(t, on) => H2Tunnel::writing(t.bind(py), on)?,
+                    Out::TunnelShutdown(t, restart) => H2Tunnel::shutdown(t.bind(py), restart)?,
                     Out::Cancel(task) => {
                         task.call_method1(py, intern!(py, "cancel"), ("the client reset the stream",))?;
                     }
@@ -368,10 +385,13 @@ impl H2Protocol {
             c.lost = true;
             c.closed = true;
             for s in c.streams.values_mut() {
-                outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
+                outs.push(Out::Disconnect(std::mem::take(&mut s.readers), s.upgrade));
                 for w in s.drain.drain(..) {
                     outs.push(Out::Resolve(w, py.None()));
                 }
+            }
+            for (_, t) in c.tunnels.drain() {
+                outs.push(Out::TunnelLost(t.transport));
             }
             for w in std::mem::take(&mut c.lost_waiters) {
                 outs.push(Out::Resolve(w, py.None()));
@@ -409,6 +429,10 @@ impl H2Protocol {
                     outs.push(Out::Resolve(w, py.None()));
                 }
             }
+            let ids: Vec<u32> = c.tunnels.keys().copied().collect();
+            for id in ids {
+                Self::tunnel_writable(&mut c, id, &mut outs, py);
+            }
         }
         Self::run(slf, outs)?;
         Self::pump(slf, None)
@@ -437,7 +461,14 @@ impl H2Protocol {
     /// Graceful shutdown: GOAWAY with the last stream id; the streams in flight finish,
     /// then the connection closes.
     fn shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
-        slf.get().lock(slf.py())?.core.graceful_shutdown();
+        let py = slf.py();
+        let restart = slf.get().state.get().settings.draining.load(std::sync::atomic::Ordering::Relaxed);
+        let outs = {
+            let mut c = slf.get().lock(py)?;
+            c.core.graceful_shutdown();
+            c.tunnels.values().map(|t| Out::TunnelShutdown(t.transport.clone_ref(py), restart)).collect()
+        };
+        Self::run(slf, outs)?;
         Self::pump(slf, None)
     }
 
@@ -470,7 +501,8 @@ impl H2Protocol {
     /// Whether a stream is being served (for the server's shutdown).
     #[getter]
     fn busy(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(!self.lock(py)?.streams.is_empty())
+        let c = self.lock(py)?;
+        Ok(!c.streams.is_empty() || !c.tunnels.is_empty())
     }
 
     /// The client's and the server's addresses, as the interfaces have them.
@@ -498,6 +530,9 @@ impl H2Protocol {
             for w in &c.lost_waiters {
                 visit.call(w)?;
             }
+            for t in c.tunnels.values() {
+                visit.call(&t.transport)?;
+            }
             for s in c.streams.values() {
                 for w in s.readers.iter().chain(&s.drain) {
                     visit.call(w)?;
@@ -512,6 +547,7 @@ impl H2Protocol {
     fn __clear__(&self, py: Python<'_>) {
         if let Some(mut c) = self.conn.try_lock(py) {
             c.streams.clear();
+            c.tunnels.clear();
             c.transport = None;
             c.write = None;
             c.stream = None;

@@ -12,6 +12,9 @@ use std::ops::Range;
 pub struct Request {
     pub buf: Vec<u8>,
     pub head: Head,
+    /// An extended CONNECT's `:protocol` (RFC 8441 §4). Such a request is the HTTP/2 form
+    /// of HTTP/1.1's `GET` with `Upgrade`: its head says `GET`, and `upgrade`.
+    pub protocol: Option<String>,
 }
 
 fn push(buf: &mut Vec<u8>, bytes: &[u8]) -> Range<usize> {
@@ -24,7 +27,14 @@ impl Request {
     pub fn new(parts: &http::request::Parts, end_stream: bool) -> Request {
         let size = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len()).sum::<usize>() + 64;
         let mut buf = Vec::with_capacity(size);
-        let method = push(&mut buf, parts.method.as_str().as_bytes());
+        let protocol = match parts.extensions.get::<h2::ext::Protocol>() {
+            Some(p) if parts.method == http::Method::CONNECT => Some(p.as_str().to_owned()),
+            _ => None,
+        };
+        let method = match protocol {
+            Some(_) => push(&mut buf, b"GET"),
+            None => push(&mut buf, parts.method.as_str().as_bytes()),
+        };
         let target = match parts.uri.path_and_query() {
             Some(pq) if !pq.as_str().is_empty() => push(&mut buf, pq.as_str().as_bytes()),
             _ if parts.method == http::Method::OPTIONS => push(&mut buf, b"*"),
@@ -72,9 +82,9 @@ impl Request {
             framing,
             keep_alive: true,
             expect_continue: false,
-            upgrade: false,
+            upgrade: protocol.is_some(),
         };
-        Request { buf, head }
+        Request { buf, head, protocol }
     }
 
     /// The refusal the server's head limits make of this request, as they would of the
@@ -155,5 +165,24 @@ mod tests {
         assert_eq!(r.head.headers.len(), 1);
         assert_eq!(r.field(&r.head.headers[0].1), b"b.test");
         assert!(matches!(r.head.framing, Framing::Length(0)));
+    }
+
+    #[test]
+    fn an_extended_connect_reads_as_an_upgrade_get() {
+        let mut p = parts(
+            http::Request::builder()
+                .method("CONNECT")
+                .uri("https://a.test/chat?room=1")
+                .header("sec-websocket-version", "13")
+                .body(())
+                .unwrap(),
+        );
+        p.extensions.insert(h2::ext::Protocol::from_static("websocket"));
+        let r = Request::new(&p, false);
+        assert_eq!((r.field(&r.head.method), r.field(&r.head.target)), (&b"GET"[..], &b"/chat?room=1"[..]));
+        assert!(r.head.upgrade);
+        assert_eq!(r.protocol.as_deref(), Some("websocket"));
+        let plain = Request::new(&parts(http::Request::builder().uri("/").body(()).unwrap()), true);
+        assert!(!plain.head.upgrade && plain.protocol.is_none());
     }
 }

@@ -199,7 +199,11 @@ impl H2Protocol {
             let Some(mut s) = c.streams.remove(&id) else { return Ok(()) };
             st.active_requests.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             let lost = c.lost;
-            let message = match c.core.app_unfinished(st, id, s.head_method, exc.is_some()) {
+            // A tunnel's stream is its transport's to end (a WebSocket's closing handshake
+            // goes on after its application returned).
+            let tunnel = c.tunnels.contains_key(&id);
+            let unfinished = if tunnel { None } else { c.core.app_unfinished(st, id, s.head_method, exc.is_some()) };
+            let message = match unfinished {
                 Some((how, answered)) => {
                     if let Some((status, sent)) = answered {
                         s.status = status;
@@ -218,7 +222,7 @@ impl H2Protocol {
             if let Some(out) = record(st, &mut s, status) {
                 outs.push(out);
             }
-            outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
+            outs.push(Out::Disconnect(std::mem::take(&mut s.readers), s.upgrade));
             if c.streams.is_empty() {
                 c.idle_since = crate::clock::monotonic();
             }

@@ -32,6 +32,9 @@ pub struct StreamObjects {
     /// The stream was reset before its application's task was known: the task is
     /// cancelled as soon as it is.
     pub reset: bool,
+    /// A WebSocket handshake (an extended CONNECT): its DATA is for the tunnel the
+    /// application may open, and its readers hear `websocket.disconnect`.
+    pub upgrade: bool,
 }
 
 impl H2Protocol {
@@ -49,7 +52,11 @@ impl H2Protocol {
             match event {
                 Event::Request(id) => self.begin(py, c, id, outs)?,
                 Event::Body(id) => {
-                    let Some(s) = c.streams.get_mut(&id) else { continue };
+                    if c.tunnels.contains_key(&id) {
+                        Self::tunnel_take(py, c, id, outs);
+                        continue;
+                    }
+                    let Some(s) = c.streams.get_mut(&id).filter(|s| !s.upgrade) else { continue };
                     while !s.readers.is_empty() {
                         let w = s.readers.remove(0);
                         if crate::tasks::is_done(w.bind(py))? {
@@ -60,12 +67,13 @@ impl H2Protocol {
                                 outs.push(Out::Resolve(w, state.dispatch.body_message(py, &data, more)?));
                             }
                             BodyTake::Wait => s.readers.insert(0, w),
-                            BodyTake::Gone => outs.push(Out::Disconnect(vec![w])),
+                            BodyTake::Gone => outs.push(Out::Disconnect(vec![w], false)),
                         }
                         break;
                     }
                 }
                 Event::Writable(id) => {
+                    Self::tunnel_writable(c, id, outs, py);
                     if let Some(s) = c.streams.get_mut(&id) {
                         for w in s.drain.drain(..) {
                             outs.push(Out::Resolve(w, py.None()));
@@ -73,15 +81,20 @@ impl H2Protocol {
                     }
                 }
                 Event::Reset(id) => {
+                    if let Some(t) = c.tunnels.remove(&id) {
+                        outs.push(Out::TunnelLost(t.transport));
+                    }
                     let Some(s) = c.streams.get_mut(&id) else { continue };
-                    outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
+                    outs.push(Out::Disconnect(std::mem::take(&mut s.readers), s.upgrade));
                     for w in s.drain.drain(..) {
                         outs.push(Out::Resolve(w, py.None()));
                     }
                     // The client (or the protocol) gave up on the stream: its application
                     // is told at once, not at its next write (CVE-2025-8671 makes a server
-                    // that keeps working for reset streams a target).
+                    // that keeps working for reset streams a target). A WebSocket's hears
+                    // it as the connection's end (1006), as over HTTP/1.1.
                     match s.task.take() {
+                        _ if s.upgrade => {}
                         Some(t) => outs.push(Out::Cancel(t)),
                         None => s.reset = true,
                     }
@@ -92,7 +105,7 @@ impl H2Protocol {
                 }
                 Event::Ended(id) => {
                     if let Some(s) = c.streams.get_mut(&id) {
-                        outs.push(Out::Disconnect(std::mem::take(&mut s.readers)));
+                        outs.push(Out::Disconnect(std::mem::take(&mut s.readers), s.upgrade));
                     }
                 }
                 // The transport closes once the last frames are written (`pump`).
@@ -116,8 +129,9 @@ impl H2Protocol {
             server: c.server.as_ref(),
             https: c.https,
             h2: true,
+            connect_protocol: request.protocol.as_deref(),
         };
-        if let Some(files) = &state.static_files {
+        if let Some(files) = state.static_files.as_ref().filter(|_| request.protocol.is_none()) {
             if self.serve_static(py, &mut c.core, files, id, &view, head_method, outs)? {
                 return Ok(());
             }
@@ -127,9 +141,12 @@ impl H2Protocol {
             None => state.dispatch.request(py, &view),
         };
         let refusal = match &served {
-            Err(r) => Some(r.status()),
+            Err(r @ Reject::Upgrade { field, .. }) => Some((r.status(), *field)),
+            Err(r) => Some((r.status(), &b""[..])),
+            // An extended CONNECT for a protocol not served over HTTP/2 (only `websocket` is).
+            Ok(s) if request.protocol.is_some() && !s.upgrade => Some((501, &b""[..])),
             Ok(_) if st.active_requests.load(Ordering::Relaxed) >= st.limit_concurrency => {
-                Some(Reject::Unavailable.status())
+                Some((Reject::Unavailable.status(), &b""[..]))
             }
             Ok(_) => None,
         };
@@ -139,8 +156,8 @@ impl H2Protocol {
         };
         let mut objects =
             StreamObjects { head_method, log, start: st.timed().then(monotonic), ..StreamObjects::default() };
-        if let Some(status) = refusal {
-            let (head, body) = super::writing::simple(st, status, head_method);
+        if let Some((status, extra)) = refusal {
+            let (head, body) = super::writing::simple(st, status, head_method, extra);
             objects.status = status;
             objects.sent = body.len() as u64;
             let part = super::writing::Part::Head { head, trailers: false };
@@ -152,6 +169,7 @@ impl H2Protocol {
             return Ok(());
         }
         let Ok(served) = served else { return Ok(()) };
+        objects.upgrade = served.upgrade;
         st.active_requests.fetch_add(1, Ordering::Relaxed);
         st.total_requests.fetch_add(1, Ordering::Relaxed);
         c.streams.insert(id, objects);

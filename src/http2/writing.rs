@@ -230,7 +230,7 @@ impl H2Core {
             self.reset(id, h2::Reason::INTERNAL_ERROR);
             return Some((how, None));
         }
-        let (head, body) = simple(st, 500, head_method);
+        let (head, body) = simple(st, 500, head_method, b"");
         let sent = if head_method { 0 } else { body.len() as u64 };
         let _ = self.respond(id, head_method, Part::Head { head, trailers: false });
         let _ = self.respond(id, head_method, Part::Body { data: body, more: false });
@@ -271,9 +271,10 @@ impl H2Core {
     }
 }
 
-/// A plain-text reply the server makes itself (a refusal, a 500), as a head and its body.
-pub fn simple(st: &Settings, status: u16, head_method: bool) -> (ResponseHead, Bytes) {
-    let whole = st.simple_response(status, head_method, b"");
+/// A plain-text reply the server makes itself (a refusal, a 500), as a head and its body;
+/// `extra`: field lines the refusal adds (a 426 names the WebSocket version spoken).
+pub fn simple(st: &Settings, status: u16, head_method: bool, extra: &[u8]) -> (ResponseHead, Bytes) {
+    let whole = st.simple_response(status, head_method, extra);
     let end = whole.windows(4).position(|w| w == b"\r\n\r\n").map_or(whole.len(), |i| i + 2);
     let body = Bytes::copy_from_slice(whole.get(end + 2..).unwrap_or_default());
     let length = Some(crate::http::response::reason(status).len() as u64);

@@ -5,12 +5,11 @@
 use super::scope::Scope;
 use crate::carrier::Carrier;
 use crate::http::app_task::AppTasks;
-use crate::http::dispatch::not_http2;
 use crate::http::dispatch::{Dispatch, RequestView, Served};
 use crate::http::parse::Reject;
 use crate::ws::conn::WsSettings;
 use crate::ws::deflate::ServerConfig;
-use crate::ws::handshake::{check_upgrade, refusal_fields, Upgrade};
+use crate::ws::handshake::{check_handshake, refusal_fields, Upgrade};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
@@ -83,7 +82,7 @@ impl Dispatch for RsgiDispatch {
         if app.ws_enabled && head.upgrade {
             let field = |r: &std::ops::Range<usize>| view.field(r);
             let headers = head.headers.iter().map(|(n, v)| (field(n), field(v)));
-            match check_upgrade(field(&head.method), head.minor, headers) {
+            match check_handshake(field(&head.method), head.minor, view.connect_protocol, headers) {
                 Upgrade::NotWebSocket => {}
                 Upgrade::Refused(r) => return Err(Reject::Upgrade { status: r.status, field: refusal_fields(&r) }),
                 Upgrade::Valid(_) => websocket = true,
@@ -97,8 +96,7 @@ impl Dispatch for RsgiDispatch {
     fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()> {
         let scope = request.bind(py).cast::<Scope>()?.clone();
         if scope.get().is_websocket() {
-            let proto = carrier.h1().ok_or_else(not_http2)?.bind(py);
-            return super::websocket::start(self.0.bind(py), proto, scope, gen);
+            return super::websocket::start(self.0.bind(py), carrier, scope, gen);
         }
         super::http::start(self.0.bind(py), carrier, scope, gen)
     }

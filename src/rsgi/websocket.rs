@@ -9,13 +9,12 @@ use super::scope::Scope;
 use super::{bytes_arg, ProtocolClosed, ProtocolError};
 use crate::carrier::Carrier;
 use crate::http::app_task::{ready, ready_none, task_exception};
-use crate::http::protocol::HttpProtocol as Connection;
 use crate::http::respond::RespondError;
 use crate::sync::GilCell;
 use crate::ws::accept::{accept, deny, Accept};
 use crate::ws::conn::{Payload, Received, SendError, WsInterface, WsProtocol, CLOSE_INTERNAL_ERROR};
 use crate::ws::frame::{valid_close_code, CLOSE_NORMAL, CLOSE_POLICY_VIOLATION};
-use crate::ws::handshake::{check_upgrade, Upgrade};
+use crate::ws::handshake::{check_handshake, Upgrade};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -71,7 +70,7 @@ enum Stage {
 #[pyclass(module = "swordfish.rsgi", name = "WebsocketProtocol", frozen)]
 pub struct WebsocketProtocol {
     app: Py<RsgiApp>,
-    conn: Py<Connection>,
+    carrier: Carrier,
     gen: u64,
     key: Vec<u8>,
     extensions: Vec<Vec<u8>>,
@@ -79,15 +78,11 @@ pub struct WebsocketProtocol {
 }
 
 /// Start the app's task for the WebSocket handshake of request `gen`.
-pub fn start(
-    app: &Bound<'_, RsgiApp>,
-    conn: &Bound<'_, Connection>,
-    scope: Bound<'_, Scope>,
-    gen: u64,
-) -> PyResult<()> {
-    let py = conn.py();
+pub fn start(app: &Bound<'_, RsgiApp>, carrier: &Carrier, scope: Bound<'_, Scope>, gen: u64) -> PyResult<()> {
+    let py = app.py();
     let head = scope.get().head.clone();
-    let (key, extensions) = match check_upgrade(head.method(), 1, head.fields()) {
+    let protocol = matches!(carrier, Carrier::H2(_)).then_some("websocket");
+    let (key, extensions) = match check_handshake(head.method(), 1, protocol, head.fields()) {
         Upgrade::Valid(u) => (u.key.to_vec(), u.extensions.iter().map(|e| e.to_vec()).collect()),
         _ => return Err(PyValueError::new_err("not a WebSocket handshake")),
     };
@@ -95,7 +90,7 @@ pub fn start(
         py,
         WebsocketProtocol {
             app: app.clone().unbind(),
-            conn: conn.clone().unbind(),
+            carrier: carrier.clone_ref(py),
             gen,
             key,
             extensions,
@@ -104,13 +99,13 @@ pub fn start(
     )?;
     app.get().tasks.launch(
         py,
-        &Carrier::H1(conn.clone().unbind()),
+        carrier,
         gen,
         (scope, &protocol),
         false,
         || protocol.getattr(intern!(py, "_task_done")),
         |_| Ok(()),
-        |exc| Connection::app_finished(conn, gen, Some(exc), false, &RSGI_APP_END),
+        |exc| carrier.app_finished(py, gen, Some(exc), false, &RSGI_APP_END),
     )
 }
 
@@ -118,7 +113,7 @@ impl WebsocketProtocol {
     /// Refuse the handshake with `status` and an empty body.
     fn deny(&self, py: Python<'_>, status: u16) -> PyResult<()> {
         *self.stage.lock(py)? = Stage::Denied;
-        match deny(self.conn.bind(py), self.gen, status)? {
+        match deny(py, &self.carrier, self.gen, status)? {
             Ok(()) | Err(RespondError::Gone) => Ok(()),
             Err(_) => Err(ProtocolError::new_err("the handshake was already answered")),
         }
@@ -148,7 +143,7 @@ impl WebsocketProtocol {
             iface: Arc::new(RsgiMessages),
             lp: app.tasks.lp.clone_ref(py),
         };
-        let ws = match accept(self.conn.bind(py), self.gen, a, None, &[])? {
+        let ws = match accept(py, &self.carrier, self.gen, a, None, &[])? {
             Ok(ws) => ws.unbind(),
             Err(RespondError::Gone) => return Err(ProtocolClosed::new_err("the client disconnected")),
             Err(_) => return Err(ProtocolError::new_err("the WebSocket handshake was already answered")),
@@ -194,12 +189,12 @@ impl WebsocketProtocol {
             }
         }
         let disconnected = exc.as_ref().is_some_and(closed);
-        Connection::app_finished(self.conn.bind(py), self.gen, exc, disconnected, &RSGI_APP_END)
+        self.carrier.app_finished(py, self.gen, exc, disconnected, &RSGI_APP_END)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.app)?;
-        visit.call(&self.conn)?;
+        self.carrier.traverse(&visit)?;
         // SAFETY: the cyclic GC runs with the GIL held.
         let py = unsafe { Python::assume_attached() };
         if let Some(stage) = self.stage.try_lock(py) {

@@ -69,6 +69,54 @@ fn valid_key(key: &[u8]) -> bool {
     key.len() == 24 && STANDARD.decode(key).is_ok_and(|nonce| nonce.len() == 16)
 }
 
+/// The handshake's fields of a request head, gathered.
+#[derive(Default)]
+struct Fields<'a> {
+    wants_websocket: bool,
+    connection_upgrade: bool,
+    keys: Vec<&'a [u8]>,
+    versions: Vec<&'a [u8]>,
+    protocols: Vec<&'a [u8]>,
+    extensions: Vec<&'a [u8]>,
+}
+
+impl<'a> Fields<'a> {
+    fn of<I>(headers: I) -> Fields<'a>
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        let mut f = Fields::default();
+        for (name, value) in headers {
+            if name.eq_ignore_ascii_case(b"upgrade") {
+                f.wants_websocket |= list_elements(value).any(|t| t.eq_ignore_ascii_case(b"websocket"));
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                f.connection_upgrade |= list_elements(value).any(|t| t.eq_ignore_ascii_case(b"upgrade"));
+            } else if name.eq_ignore_ascii_case(b"sec-websocket-key") {
+                f.keys.push(trim(value));
+            } else if name.eq_ignore_ascii_case(b"sec-websocket-version") {
+                f.versions.extend(list_elements(value));
+            } else if name.eq_ignore_ascii_case(b"sec-websocket-protocol") {
+                f.protocols.extend(list_elements(value));
+            } else if name.eq_ignore_ascii_case(b"sec-websocket-extensions") {
+                f.extensions.push(value);
+            }
+        }
+        f
+    }
+
+    /// The checks both forms of the handshake share: version 13, token subprotocols.
+    fn request(self, key: &'a [u8]) -> Upgrade<'a> {
+        if !matches!(self.versions[..], [version] if version == b"13") {
+            return Upgrade::Refused(Refusal { status: 426, reason: "unsupported WebSocket version (13 is)" });
+        }
+        if !self.protocols.iter().all(|p| is_token(p)) {
+            return bad_request("invalid Sec-WebSocket-Protocol");
+        }
+        let subprotocols = self.protocols.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+        Upgrade::Valid(UpgradeRequest { key, subprotocols, extensions: self.extensions })
+    }
+}
+
 /// Decide what a request head asks for. `method` and `http_minor` (0 for HTTP/1.0) come from
 /// the request line; `headers` are its (name, value) field lines in order. Only a request
 /// with `websocket` among its `Upgrade` tokens is a WebSocket handshake; it is then refused
@@ -80,28 +128,8 @@ pub fn check_upgrade<'a, I>(method: &[u8], http_minor: u8, headers: I) -> Upgrad
 where
     I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
 {
-    let mut wants_websocket = false;
-    let mut connection_upgrade = false;
-    let mut keys: Vec<&'a [u8]> = Vec::with_capacity(1);
-    let mut versions: Vec<&'a [u8]> = Vec::with_capacity(1);
-    let mut protocols: Vec<&'a [u8]> = Vec::new();
-    let mut extensions: Vec<&'a [u8]> = Vec::new();
-    for (name, value) in headers {
-        if name.eq_ignore_ascii_case(b"upgrade") {
-            wants_websocket |= list_elements(value).any(|t| t.eq_ignore_ascii_case(b"websocket"));
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            connection_upgrade |= list_elements(value).any(|t| t.eq_ignore_ascii_case(b"upgrade"));
-        } else if name.eq_ignore_ascii_case(b"sec-websocket-key") {
-            keys.push(trim(value));
-        } else if name.eq_ignore_ascii_case(b"sec-websocket-version") {
-            versions.extend(list_elements(value));
-        } else if name.eq_ignore_ascii_case(b"sec-websocket-protocol") {
-            protocols.extend(list_elements(value));
-        } else if name.eq_ignore_ascii_case(b"sec-websocket-extensions") {
-            extensions.push(value);
-        }
-    }
-    if !wants_websocket {
+    let f = Fields::of(headers);
+    if !f.wants_websocket {
         return Upgrade::NotWebSocket;
     }
     if method != b"GET" {
@@ -110,22 +138,44 @@ where
     if http_minor < 1 {
         return bad_request("a WebSocket handshake needs HTTP/1.1");
     }
-    if !connection_upgrade {
+    if !f.connection_upgrade {
         return bad_request("the Connection header lacks the upgrade token");
     }
-    if !matches!(versions[..], [version] if version == b"13") {
+    if !matches!(f.versions[..], [version] if version == b"13") {
         return Upgrade::Refused(Refusal { status: 426, reason: "unsupported WebSocket version (13 is)" });
     }
-    let key = match keys[..] {
+    let key = match f.keys[..] {
         [key] if valid_key(key) => key,
         [] => return bad_request("missing Sec-WebSocket-Key"),
         _ => return bad_request("invalid Sec-WebSocket-Key"),
     };
-    if !protocols.iter().all(|p| is_token(p)) {
-        return bad_request("invalid Sec-WebSocket-Protocol");
+    f.request(key)
+}
+
+/// The same decision for an HTTP/2 extended CONNECT (RFC 8441 §4-5), given its
+/// `:protocol`: a WebSocket handshake if that is `websocket`, with no key (nor `Upgrade`
+/// and `Connection` fields, which HTTP/2 does not have); the version and subprotocols
+/// are checked as in HTTP/1.1. The `key` of a valid one is empty.
+pub fn check_connect<'a, I>(protocol: &[u8], headers: I) -> Upgrade<'a>
+where
+    I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+{
+    if !protocol.eq_ignore_ascii_case(b"websocket") {
+        return Upgrade::NotWebSocket;
     }
-    let subprotocols = protocols.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect();
-    Upgrade::Valid(UpgradeRequest { key, subprotocols, extensions })
+    Fields::of(headers).request(b"")
+}
+
+/// `check_upgrade` for an HTTP/1.x request, `check_connect` for an HTTP/2 extended
+/// CONNECT (`connect_protocol`: its `:protocol`).
+pub fn check_handshake<'a, I>(method: &[u8], http_minor: u8, connect_protocol: Option<&str>, headers: I) -> Upgrade<'a>
+where
+    I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+{
+    match connect_protocol {
+        Some(protocol) => check_connect(protocol.as_bytes(), headers),
+        None => check_upgrade(method, http_minor, headers),
+    }
 }
 
 /// `Sec-WebSocket-Accept` for a client's key: base64 of the SHA-1 of the key and the GUID.
@@ -195,6 +245,29 @@ pub fn write_accept(
     extensions: Option<&str>,
     app_headers: &[(&[u8], &[u8])],
 ) -> Result<(), HeaderError> {
+    check_accept(subprotocol, extensions, app_headers)?;
+    out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n");
+    write_field(out, b"Sec-WebSocket-Accept", accept.as_bytes());
+    if let Some(protocol) = subprotocol {
+        write_field(out, b"Sec-WebSocket-Protocol", protocol.as_bytes());
+    }
+    if let Some(extensions) = extensions {
+        write_field(out, b"Sec-WebSocket-Extensions", extensions.as_bytes());
+    }
+    for &(name, value) in app_headers {
+        write_field(out, name, value);
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// The checks `write_accept` makes of what the application gives, for a handshake
+/// accepted in any version of HTTP (over HTTP/2 the answer is a `200`, RFC 8441 §5).
+pub fn check_accept(
+    subprotocol: Option<&str>,
+    extensions: Option<&str>,
+    app_headers: &[(&[u8], &[u8])],
+) -> Result<(), HeaderError> {
     if subprotocol.is_some_and(|p| !is_token(p.as_bytes())) {
         return Err(header_error(b"sec-websocket-protocol", "the subprotocol is not a token"));
     }
@@ -222,18 +295,6 @@ pub fn write_accept(
             }
         }
     }
-    out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n");
-    write_field(out, b"Sec-WebSocket-Accept", accept.as_bytes());
-    if let Some(protocol) = subprotocol {
-        write_field(out, b"Sec-WebSocket-Protocol", protocol.as_bytes());
-    }
-    if let Some(extensions) = extensions {
-        write_field(out, b"Sec-WebSocket-Extensions", extensions.as_bytes());
-    }
-    for &(name, value) in app_headers {
-        write_field(out, name, value);
-    }
-    out.extend_from_slice(b"\r\n");
     Ok(())
 }
 

@@ -177,3 +177,22 @@ fn refusal_fields_name_the_version() {
     assert_eq!(fields, b"sec-websocket-version: 13\r\nupgrade: websocket\r\n");
     assert!(refusal_fields(&Refusal { status: 400, reason: "bad" }).is_empty());
 }
+
+#[test]
+fn extended_connect_needs_the_websocket_protocol_and_version_13() {
+    let h2 = |extra: &[(&'static str, &'static str)]| -> Vec<(&'static [u8], &'static [u8])> {
+        let mut v: Vec<(&[u8], &[u8])> = vec![(b"sec-websocket-version", b"13")];
+        v.extend(extra.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+        v
+    };
+    let Upgrade::Valid(request) = check_connect(b"websocket", h2(&[("sec-websocket-protocol", "chat, v2")])) else {
+        panic!("not valid")
+    };
+    assert_eq!((request.key, &request.subprotocols[..]), (&b""[..], &["chat".to_owned(), "v2".to_owned()][..]));
+    assert!(matches!(check_connect(b"WebSocket", h2(&[])), Upgrade::Valid(_)));
+    assert_eq!(check_connect(b"connect-udp", h2(&[])), Upgrade::NotWebSocket);
+    let version_8: Vec<(&[u8], &[u8])> = vec![(b"sec-websocket-version", b"8")];
+    assert_eq!(status(check_connect(b"websocket", version_8)), 426);
+    assert_eq!(status(check_connect(b"websocket", vec![])), 426);
+    assert_eq!(status(check_connect(b"websocket", h2(&[("sec-websocket-protocol", "a b")]))), 400);
+}

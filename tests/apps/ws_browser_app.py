@@ -149,6 +149,7 @@ class BrowserProbe:
         self.closed = None  # the page's CloseEvent (code, reason, wasClean): the last thing it says
         self.js_errors = []
         self.scope = None
+        self.page_http_version = None
 
     def update(self, **fields):
         with self.cond:
@@ -187,6 +188,7 @@ def create_app(probe):
                 break
         status, content = 200, b""
         if scope["method"] == "GET" and scope["path"] == "/":
+            probe.update(page_http_version=scope["http_version"])
             content = page()
         elif scope["method"] == "POST" and scope["path"] == "/closed":
             probe.update(closed=json.loads(body))
