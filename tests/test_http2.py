@@ -116,25 +116,6 @@ def test_h2_by_alpn_over_tls_and_http11_for_a_client_without_it(loop, tls_files)
     run(loop, main())
 
 
-def test_a_wsgi_app_is_offered_http11_only_over_tls(loop, tls_files):
-    cert, key = tls_files
-
-    def wsgi(environ, start_response):
-        start_response("200 OK", [("content-type", "text/plain")])
-        return [environ["SERVER_PROTOCOL"].encode()]
-
-    async def main():
-        async with serving(wsgi, interface="wsgi", wsgi_engine="loop", ssl_certfile=cert, ssl_keyfile=key) as server:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server), ssl=tls_client_context(cert),
-                                                           server_hostname="localhost")
-            assert writer.get_extra_info("ssl_object").selected_alpn_protocol() == "http/1.1"
-            writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-            assert (await read_response(reader)).body == b"HTTP/1.1"
-            writer.close()
-
-    run(loop, main())
-
-
 def test_h2c_after_a_proxy_protocol_header(loop):
     async def main():
         async with serving(probe_app, proxy_protocol=True, forwarded_allow_ips="127.0.0.1") as server:
@@ -515,22 +496,6 @@ def test_receive_after_the_body_waits_for_the_end_of_the_request(loop):
             c.close()
 
     run(loop, main())
-
-
-def test_http_2_for_a_wsgi_app_warns_and_serves_http11(loop, caplog):
-    def wsgi(environ, start_response):
-        start_response("200 OK", [("content-type", "text/plain")])
-        return [environ["SERVER_PROTOCOL"].encode()]
-
-    async def main():
-        async with serving(wsgi, interface="wsgi", wsgi_engine="loop", http="2") as server:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
-            writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-            assert (await read_response(reader)).body == b"HTTP/1.1"
-            writer.close()
-
-    run(loop, main())
-    assert "--http 2: WSGI apps are served HTTP/1.1" in [r.getMessage() for r in caplog.records]
 
 
 def test_the_head_limits_apply_to_http2_requests(loop):

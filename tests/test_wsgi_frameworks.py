@@ -33,24 +33,32 @@ def server_loop(request):
     return request.param
 
 
-def wsgi_served(app, loop, probe=None):
-    """The WSGI app on a ThreadServer (4 threads, no lifespan) with an httpx client."""
-    return Served(app, probe, loop, interface="wsgi", threads=4, lifespan="off")
+@pytest.fixture
+def http2():
+    """The clients speak HTTP/1.1 here (tests/test_http2_wsgi.py: HTTP/2)."""
+    return False
+
+
+def wsgi_served(app, loop, probe=None, http2=False):
+    """The WSGI app on a ThreadServer (4 threads, no lifespan) with an httpx client; over
+    h2c with `http2` (`--http 2`, which the loop serves)."""
+    options = {"http": "2"} if http2 else {}
+    return Served(app, probe, loop, http2, interface="wsgi", threads=4, lifespan="off", **options)
 
 
 @pytest.fixture
-def fl(server_loop, tmp_path):
+def fl(server_loop, tmp_path, http2):
     path = tmp_path / "download.bin"
     path.write_bytes(payload(700_000, seed=4))
     probe = Probe(file_dir=str(tmp_path))
-    with wsgi_served(wsgi_flask.create_app(probe, str(path)), server_loop, probe) as served:
+    with wsgi_served(wsgi_flask.create_app(probe, str(path)), server_loop, probe, http2) as served:
         served.file = path
         yield served
 
 
 @pytest.fixture
-def wz(server_loop):
-    with wsgi_served(wsgi_werkzeug.app, server_loop) as served:
+def wz(server_loop, http2):
+    with wsgi_served(wsgi_werkzeug.app, server_loop, http2=http2) as served:
         yield served
 
 

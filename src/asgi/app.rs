@@ -229,10 +229,6 @@ impl Dispatch for AsgiDispatch {
         super::start::start(py, self.0.bind(py), carrier, request, gen)
     }
 
-    fn serves_http2(&self) -> bool {
-        true
-    }
-
     fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
         body_message(py, data, more)
     }

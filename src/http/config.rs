@@ -38,7 +38,7 @@ pub struct HttpServerState {
     pub connections: Py<PySet>,
     /// What the connections read and count without Python objects.
     pub settings: Settings,
-    /// HTTP/2 is served (to an interface that serves it: `Dispatch::serves_http2`).
+    /// HTTP/2 is served (`--http auto|2`, on the loop).
     pub http2: Option<crate::http2::Settings>,
 }
 
@@ -104,7 +104,7 @@ impl HttpServerState {
             }
             None => None,
         };
-        let http2 = http2.filter(|_| dispatch.serves_http2()).map(crate::http2::Settings::from);
+        let http2 = http2.map(crate::http2::Settings::from);
         let has_access_log = access_log.is_some();
         let counters = metrics.as_ref().map(|m| m.get().shared());
         Ok(HttpServerState {

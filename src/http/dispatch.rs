@@ -27,11 +27,6 @@ pub trait Dispatch: Send + Sync + 'static {
     /// Run the application for request `gen` (called with the connection unlocked).
     fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()>;
 
-    /// Whether the interface serves requests that come on HTTP/2 streams.
-    fn serves_http2(&self) -> bool {
-        false
-    }
-
     /// What a reader waiting for the request body gets: `data`, and whether more follows.
     fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>>;
 
@@ -83,12 +78,6 @@ pub struct Served {
     pub request: Py<PyAny>,
     /// The interface takes the connection over if the application accepts (an upgrade).
     pub upgrade: bool,
-}
-
-/// What an interface that does not serve HTTP/2 raises if given an HTTP/2 stream (the
-/// server does not offer HTTP/2 to it: see `Dispatch::serves_http2`).
-pub fn not_http2() -> PyErr {
-    pyo3::exceptions::PyRuntimeError::new_err("this interface does not serve HTTP/2")
 }
 
 /// Make the dispatcher of an interface object given to `HttpServerState`, if it is one.

@@ -101,10 +101,6 @@ impl Dispatch for RsgiDispatch {
         super::http::start(self.0.bind(py), carrier, scope, gen)
     }
 
-    fn serves_http2(&self) -> bool {
-        true
-    }
-
     /// `(data, more)`: what the body readers of `http` take apart.
     fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
         Ok(PyTuple::new(

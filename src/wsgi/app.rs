@@ -8,7 +8,6 @@ use super::exchange::{Exchange, Route};
 use super::pool::{AppContext, Pool};
 use super::request::WsgiRequest;
 use crate::carrier::Carrier;
-use crate::http::dispatch::not_http2;
 use crate::http::dispatch::{Dispatch, RequestView, Served};
 use crate::http::parse::Reject;
 use pyo3::prelude::*;
@@ -82,10 +81,9 @@ impl Dispatch for WsgiDispatch {
     }
 
     fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()> {
-        let proto = carrier.h1().ok_or_else(not_http2)?.bind(py);
         let request = request.into_bound(py).cast_into::<WsgiRequest>()?.unbind();
         let bridge = self.0.get().pool.bridge.clone_ref(py);
-        let ex = Arc::new(Exchange::new(Route::Loop { proto: proto.clone().unbind(), bridge }, gen, request));
+        let ex = Arc::new(Exchange::new(Route::Loop { carrier: carrier.clone_ref(py), bridge }, gen, request));
         self.0.get().pool.prefetch(py, &ex)
     }
 

@@ -6,6 +6,7 @@
 
 use super::exchange::Exchange;
 use super::pool::Pool;
+use crate::carrier::Carrier;
 use crate::event_loop::LoopCore;
 use crate::http::body::BodyRead;
 use crate::http::head::ResponseHead;
@@ -13,6 +14,7 @@ use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{AppEnd, Part, RespondError, Responded};
 use crate::pyutil::report_step;
 use crate::sync::lock_unpoisoned;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -107,10 +109,10 @@ impl WsgiBridge {
 }
 
 fn respond(py: Python<'_>, ex: &Arc<Exchange>, parts: Vec<OutPart>, logger: &Py<PyAny>) -> PyResult<()> {
-    let proto = ex.proto()?.bind(py);
+    let carrier = ex.carrier()?;
     let posted: usize =
         parts.iter().map(|p| if let OutPart::Body(b, _) = p { b.bind(py).as_bytes().len() } else { 0 }).sum();
-    let r = apply(py, ex, proto, parts, logger);
+    let r = apply(py, ex, carrier, parts, logger);
     ex.update(|s| s.in_flight = s.in_flight.saturating_sub(posted));
     r
 }
@@ -118,7 +120,7 @@ fn respond(py: Python<'_>, ex: &Arc<Exchange>, parts: Vec<OutPart>, logger: &Py<
 fn apply(
     py: Python<'_>,
     ex: &Arc<Exchange>,
-    proto: &Bound<'_, HttpProtocol>,
+    carrier: &Carrier,
     parts: Vec<OutPart>,
     logger: &Py<PyAny>,
 ) -> PyResult<()> {
@@ -127,7 +129,7 @@ fn apply(
             OutPart::Head(head) => Part::head(head, false),
             OutPart::Body(body, more) => Part::Body { body: body.into_bound(py), more },
         };
-        match HttpProtocol::respond(proto, ex.gen, part)? {
+        match carrier.respond(py, ex.gen, part)? {
             Ok(Responded::Ready) => {}
             Ok(Responded::Drain(fut)) => {
                 ex.update(|s| s.paused = true);
@@ -159,9 +161,8 @@ pub fn app_error(e: RespondError) -> Option<&'static str> {
 }
 
 fn read(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
-    let proto = ex.proto()?.bind(py);
     let waiter = || BodyWaiter::made(py, ex, None);
-    if let BodyRead::Now(msg) = HttpProtocol::read_body(proto, ex.gen, waiter)? {
+    if let BodyRead::Now(msg) = ex.carrier()?.read_body(py, ex.gen, waiter)? {
         deliver(ex, msg.bind(py))?;
     }
     Ok(())
@@ -196,7 +197,7 @@ pub fn body_message(py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAn
 /// while its body was collected).
 pub fn finished(py: Python<'_>, ex: &Exchange, exc: Option<Py<PyAny>>) -> PyResult<()> {
     let disconnected = exc.is_none() && ex.lock().truncated;
-    HttpProtocol::app_finished(ex.proto()?.bind(py), ex.gen, exc, disconnected, &WSGI_APP_END)
+    ex.carrier()?.app_finished(py, ex.gen, exc, disconnected, &WSGI_APP_END)
 }
 
 fn send_file(
@@ -208,7 +209,8 @@ fn send_file(
     offset: u64,
     size: u64,
 ) -> PyResult<()> {
-    let proto = ex.proto()?.bind(py);
+    // Only over HTTP/1.x (`Exchange::sends_files`).
+    let proto = ex.carrier()?.h1().ok_or_else(|| PyRuntimeError::new_err("sendfile over HTTP/2"))?.bind(py);
     let gone = |r: Result<Responded, RespondError>| {
         if r.is_err() {
             ex.update(|s| {

@@ -104,7 +104,9 @@ pub fn build<'py>(
     if !query.is_empty() {
         env.set_item(intern!(py, "QUERY_STRING"), latin1(py, query)?)?;
     }
-    if req.minor == 0 {
+    if req.h2 {
+        env.set_item(intern!(py, "SERVER_PROTOCOL"), intern!(py, "HTTP/2"))?;
+    } else if req.minor == 0 {
         env.set_item(intern!(py, "SERVER_PROTOCOL"), intern!(py, "HTTP/1.0"))?;
     }
     if req.https {

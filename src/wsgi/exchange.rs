@@ -7,8 +7,8 @@
 
 use super::bridge::{Post, WsgiBridge};
 use super::request::WsgiRequest;
+use crate::carrier::Carrier;
 use crate::http::head::HeadRules;
-use crate::http::protocol::HttpProtocol;
 use crate::http::settings::Settings;
 use crate::sync::lock_unpoisoned;
 use pyo3::exceptions::PyRuntimeError;
@@ -17,8 +17,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Where what the app thread sends goes.
 pub enum Route {
-    /// To the loop thread, which owns the connection.
-    Loop { proto: Py<HttpProtocol>, bridge: Py<WsgiBridge> },
+    /// To the loop thread, which owns the connection (HTTP/1.x, or HTTP/2's stream).
+    Loop { carrier: Carrier, bridge: Py<WsgiBridge> },
     /// To the connection, on the app thread itself.
     Direct(Arc<dyn Sink>),
 }
@@ -102,10 +102,10 @@ impl Exchange {
         Exchange { route, gen, request, shared: Mutex::new(Shared::default()), changed: Condvar::new() }
     }
 
-    /// The loop's protocol of the connection (only a loop-routed exchange has one).
-    pub fn proto(&self) -> PyResult<&Py<HttpProtocol>> {
+    /// The loop's connection (only a loop-routed exchange has one).
+    pub fn carrier(&self) -> PyResult<&Carrier> {
         match &self.route {
-            Route::Loop { proto, .. } => Ok(proto),
+            Route::Loop { carrier, .. } => Ok(carrier),
             Route::Direct(_) => Err(PyRuntimeError::new_err("the request is not served by the loop")),
         }
     }
@@ -119,18 +119,19 @@ impl Exchange {
     }
 
     /// The response head's rules (date, server, default fields) of the connection's server.
-    pub fn with_rules<R>(&self, py: Python<'_>, f: impl FnOnce(&HeadRules<'_>) -> R) -> R {
+    pub fn with_rules<R>(&self, f: impl FnOnce(&HeadRules<'_>) -> R) -> R {
         let settings = match &self.route {
-            Route::Loop { proto, .. } => &proto.bind(py).get().state.get().settings,
+            Route::Loop { carrier, .. } => &carrier.state().settings,
             Route::Direct(sink) => sink.settings(),
         };
         f(&settings.head_rules())
     }
 
-    /// Whether a `wsgi.file_wrapper` file can be sent by `sendfile` (`Post::File`).
+    /// Whether a `wsgi.file_wrapper` file can be sent by `sendfile` (`Post::File`): over
+    /// HTTP/1.x (an HTTP/2 stream's file is read into DATA frames, as any iterable).
     pub fn sends_files(&self) -> bool {
         match &self.route {
-            Route::Loop { bridge, .. } => bridge.get().sendfile.is_some(),
+            Route::Loop { bridge, carrier } => bridge.get().sendfile.is_some() && carrier.h1().is_some(),
             Route::Direct(_) => true,
         }
     }

@@ -26,7 +26,6 @@ use super::idle_watch;
 use super::response;
 use crate::http::body::BodyRead;
 use crate::http::conn::Expect;
-use crate::http::protocol::HttpProtocol;
 use crate::sync::lock_unpoisoned;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -197,11 +196,14 @@ impl Pool {
     /// submit it. A client waiting for `100 Continue` gets the app at once (the app's first
     /// read answers it).
     pub fn prefetch(self: &Arc<Self>, py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
-        let proto = ex.proto()?.bind(py);
-        if let Some(body) = proto.get().take_whole_body(py, ex.gen)? {
+        let carrier = ex.carrier()?;
+        if let Some(body) = carrier.take_whole_body(py, ex.gen)? {
             ex.update(|s| s.push_body(&body, false));
         }
-        let expecting = proto.get().lock(py)?.current(ex.gen).is_some_and(|r| r.expect == Expect::Waiting);
+        let expecting = match carrier.h1() {
+            Some(proto) => proto.get().lock(py)?.current(ex.gen).is_some_and(|r| r.expect == Expect::Waiting),
+            None => false,
+        };
         if !expecting {
             loop {
                 {
@@ -211,7 +213,7 @@ impl Pool {
                     }
                 }
                 let waiter = || BodyWaiter::made(py, ex, Some(self.clone()));
-                match HttpProtocol::read_body(proto, ex.gen, waiter)? {
+                match carrier.read_body(py, ex.gen, waiter)? {
                     BodyRead::Now(msg) => deliver(ex, msg.bind(py))?,
                     // The waiter submits the request when it has enough.
                     BodyRead::Wait(_) => return Ok(()),

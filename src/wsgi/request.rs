@@ -22,6 +22,8 @@ pub struct WsgiRequest {
     pub client: Option<Py<PyAny>>,
     pub server: Option<Py<PyAny>>,
     pub https: bool,
+    /// The request came on an HTTP/2 stream.
+    pub h2: bool,
 }
 
 impl WsgiRequest {
@@ -29,7 +31,9 @@ impl WsgiRequest {
     pub fn new(py: Python<'_>, view: &RequestView<'_>) -> Result<WsgiRequest, Reject> {
         let client = view.client.map(|a| a.clone_ref(py));
         let server = view.server.map(|a| a.clone_ref(py));
-        WsgiRequest::from_head(view.buf, view.head, client, server, view.https)
+        let mut request = WsgiRequest::from_head(view.buf, view.head, client, server, view.https)?;
+        request.h2 = view.h2;
+        Ok(request)
     }
 
     /// The request of `head`, at the start of `rbuf`, from a connection with these
@@ -50,6 +54,7 @@ impl WsgiRequest {
             client,
             server,
             https,
+            h2: false,
         };
         request.split()?;
         Ok(request)
@@ -85,7 +90,12 @@ impl WsgiRequest {
         d.set_item(intern!(py, "method"), PyString::new(py, &String::from_utf8_lossy(self.method())))?;
         d.set_item(intern!(py, "raw_path"), PyBytes::new(py, path))?;
         d.set_item(intern!(py, "query_string"), PyBytes::new(py, query))?;
-        d.set_item(intern!(py, "http_version"), if self.minor == 1 { "1.1" } else { "1.0" })?;
+        let version = match (self.h2, self.minor) {
+            (true, _) => "2",
+            (false, 1) => "1.1",
+            (false, _) => "1.0",
+        };
+        d.set_item(intern!(py, "http_version"), version)?;
         if headers {
             let fields = self
                 .fields()

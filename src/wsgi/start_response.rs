@@ -115,22 +115,22 @@ impl StartResponse {
     }
 
     /// The response head, if it has not gone out yet (it goes with what is sent next).
-    fn head_once(&self, py: Python<'_>) -> PyResult<Option<ResponseHead>> {
+    fn head_once(&self) -> PyResult<Option<ResponseHead>> {
         let mut reply = self.reply();
         if reply.head_sent {
             return Ok(None);
         }
-        let head = self.head(py, &reply)?;
+        let head = self.head(&reply)?;
         reply.head_sent = true;
         Ok(Some(head))
     }
 
-    fn head(&self, py: Python<'_>, reply: &Reply) -> PyResult<ResponseHead> {
+    fn head(&self, reply: &Reply) -> PyResult<ResponseHead> {
         let Some((status, reason)) = &reply.status else {
             return Err(PyAssertionError::new_err("the WSGI application sent a body before calling start_response()"));
         };
         let error = |e: crate::http::head::HeadError| PyValueError::new_err(e.to_string());
-        self.ex.with_rules(py, |rules| {
+        self.ex.with_rules(|rules| {
             let mut builder = HeadBuilder::with_reason(*status, reason).map_err(error)?;
             for (name, value) in &reply.headers {
                 builder.field(rules, name, value).map_err(error)?;
@@ -148,7 +148,7 @@ impl StartResponse {
         if gone {
             return Ok(Sent::Gone);
         }
-        let Some(head) = self.head_once(py)? else {
+        let Some(head) = self.head_once()? else {
             return Err(PyAssertionError::new_err("a file as the body after the response started"));
         };
         let size = head.length.map_or(remaining, |n| n.min(remaining));
@@ -169,7 +169,7 @@ impl StartResponse {
             return Ok(Sent::Gone);
         }
         let mut parts = Vec::with_capacity(2);
-        if let Some(head) = self.head_once(py)? {
+        if let Some(head) = self.head_once()? {
             parts.push(OutPart::Head(head));
         }
         let body = match body {

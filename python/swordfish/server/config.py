@@ -79,9 +79,9 @@ class _ConfigMethods:
             self._ssl[http2] = self._make_ssl_context(http2)
         return self._ssl[http2]
 
-    def serves_http2(self, kind):
-        """Whether an app of this interface kind ("asgi", "wsgi", "rsgi") is served HTTP/2."""
-        return kind in ("asgi", "rsgi") and self.http != "1"
+    def serves_http2(self):
+        """Whether HTTP/2 is served (by the loop: the WSGI thread engine serves HTTP/1.1)."""
+        return self.http != "1"
 
     def http2_settings(self):
         """The HTTP/2 settings as the native server state takes them."""

@@ -241,20 +241,18 @@ class Server:
                 metrics=self.metrics,
                 static_files=(None if config.static_path_dir is None else
                               (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
-                http2=config.http2_settings() if config.serves_http2(kind) else None,
+                http2=config.http2_settings() if config.serves_http2() else None,
             )
             threaded = wsgi and self._threaded()
             if wsgi:
                 logger.info("WSGI served by %s", "the thread engine" if threaded else "the loop")
-                if config.http == "2":
-                    logger.warning("--http 2: WSGI apps are served HTTP/1.1")
             if self.board is not None:
                 board = ConnectionBoard.attach(self.board[0])
                 count = (lambda: self._engine.connections) if threaded else (lambda: len(state.connections))
                 gate = AcceptGate(board, self.board[1], count)
             try:
                 await self._listen(loop, ConnectionFactory(state, self.multiprocess, gate), sockets,
-                                   config.ssl_context(config.serves_http2(kind)), start_serving=not threaded)
+                                   config.ssl_context(config.serves_http2()), start_serving=not threaded)
                 if threaded:
                     # The loop only bound the sockets: the engine's threads accept and serve.
                     for sock in self.sockets:
@@ -306,10 +304,11 @@ class Server:
         config = self.config
         if config.wsgi_engine == "loop":
             return False
-        if config.ssl_certfile is not None or config.proxy_protocol or config.static_path_dir is not None:
+        if (config.ssl_certfile is not None or config.proxy_protocol or config.static_path_dir is not None
+                or config.http == "2"):
             if config.wsgi_engine == "threads":
-                logger.info("the WSGI thread engine serves neither TLS, PROXY headers nor static files: "
-                            "the loop serves instead")
+                logger.info("the WSGI thread engine serves neither TLS, PROXY headers, static files nor "
+                            "HTTP/2: the loop serves instead")
             return False
         if config.wsgi_engine == "auto":
             if config.worker_cpu_affinity == "auto" and self.supervised:

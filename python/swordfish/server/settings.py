@@ -212,8 +212,8 @@ SETTINGS = [
       "only (2)", choices=("auto", "1", "2"),
       doc="HTTP/2 over TLS is chosen by ALPN (`h2` offered before `http/1.1`); on a cleartext port by the "
           "client's connection preface (h2c with prior knowledge, after a PROXY header too) or by "
-          "`Upgrade: h2c`. ASGI and RSGI apps are served HTTP/2; WSGI apps are served HTTP/1.1 whatever "
-          "this says"),
+          "`Upgrade: h2c`. Every interface is served HTTP/2 on the loop; the WSGI thread engine serves "
+          "HTTP/1.1 only, so a WSGI app gets h2c from the loop (`--http 2` chooses it)"),
     S("http2_max_concurrent_streams", int, 200, "HTTP/2: most streams a client may have open at once",
       least=1, most=2**31 - 1, doc="SETTINGS_MAX_CONCURRENT_STREAMS; each stream is a request, counted by "
       "`--limit-concurrency`"),

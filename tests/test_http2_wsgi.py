@@ -1,0 +1,163 @@
+"""WSGI apps over HTTP/2, served by the loop (the thread engine serves HTTP/1.1 only):
+the environ of a stream, request bodies through `wsgi.input` with the stream's flow
+control, streamed and file responses, errors; ALPN `h2` over TLS, h2c under `--http 2`
+(which has the loop serve even where the thread engine would). Flask and Werkzeug through
+httpx's HTTP/2 client: the tests of tests/test_wsgi_frameworks.py that hold for any HTTP
+version run again here, on clients that check every response came over HTTP/2."""
+
+import asyncio
+import hashlib
+import logging
+import threading
+
+import h2.errors
+import pytest
+
+from h2util import H2Client, tls_client_context
+from httputil import port_of, run, serving
+from netutil import tls_files  # noqa: F401 (fixture)
+# The fixtures, and the tests that hold for any HTTP version: collected here, where the
+# `http2` fixture below makes their clients speak HTTP/2.
+from test_wsgi_frameworks import (  # noqa: F401
+    fl, server_loop, test_flask_error_is_its_own_500, test_flask_form_with_a_file,
+    test_flask_json_with_a_length_and_chunked, test_flask_routes_and_query,
+    test_flask_send_file_goes_through_the_file_wrapper, test_werkzeug_cookies_and_redirects,
+    test_werkzeug_form_files_and_streamed_body, test_werkzeug_request_data, wz,
+)
+
+
+@pytest.fixture
+def http2():
+    return True
+
+
+RELEASE = threading.Event()
+STREAMED = []
+
+
+def wsgi_app(environ, start_response):
+    """`/env` answers what the environ says; `/sum` the body's SHA-256 and size, read in
+    pieces; `/stream` 128 pieces of 16 KiB, recording each; `/fail` raises; `/short` sends
+    less than its Content-Length."""
+    path = environ["PATH_INFO"]
+    if path == "/sum":
+        h, n = hashlib.sha256(), 0
+        while True:
+            piece = environ["wsgi.input"].read(50_000)
+            if not piece:
+                break
+            h.update(piece)
+            n += len(piece)
+        start_response("200 OK", [("content-type", "text/plain")])
+        return [f"{h.hexdigest()} {n}".encode()]
+    if path == "/stream":
+        start_response("200 OK", [("content-type", "application/octet-stream")])
+
+        def pieces():
+            for i in range(128):
+                STREAMED.append(i)
+                yield bytes([i]) * 16384
+        return pieces()
+    if path == "/fail":
+        raise RuntimeError("the app failed")
+    if path == "/short":
+        start_response("200 OK", [("content-length", "100")])
+        return [b"only ten b"]
+    keys = ("SERVER_PROTOCOL", "REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "HTTP_HOST", "wsgi.url_scheme",
+            "CONTENT_LENGTH", "HTTP_COOKIE")
+    start_response("200 OK", [("content-type", "text/plain")])
+    return [repr(tuple(environ.get(k) for k in keys)).encode()]
+
+
+def test_a_wsgi_app_over_h2c(loop):
+    async def main():
+        async with serving(wsgi_app, interface="wsgi", wsgi_engine="loop",
+                           http2_initial_stream_window_size=65535) as server:
+            c = await H2Client.open(port_of(server))
+            r = await c.request(b"GET", b"/env?x=1", headers=[(b"cookie", b"a=1"), (b"cookie", b"b=2")])
+            assert r.status == 200
+            assert r.body.decode() == repr(("HTTP/2", "GET", "/env", "x=1", "localhost", "http", None, "a=1; b=2"))
+            # A body past the stream's window: credited back as wsgi.input reads it.
+            body = bytes(range(256)) * 4000
+            r = await c.request(b"POST", b"/sum", body=body, headers=[(b"content-length", str(len(body)).encode())])
+            assert r.body.decode() == f"{hashlib.sha256(body).hexdigest()} {len(body)}"
+            # Several streams at once, each an app thread's.
+            ids = [c.send(b"GET", b"/env?n=%d" % i) for i in range(20)]
+            for i, sid in enumerate(ids):
+                assert f"'n={i}'" in (await c.response(sid)).body.decode()
+            c.close()
+
+    run(loop, main())
+
+
+def test_wsgi_streams_errors_and_resets_over_h2c(loop, caplog):
+    caplog.set_level(logging.ERROR, "swordfish")
+
+    async def main():
+        STREAMED.clear()
+        async with serving(wsgi_app, interface="wsgi", wsgi_engine="loop", http2_max_send_buffer_size=65536) as server:
+            c = await H2Client.open(port_of(server), auto_window=False)
+            # The client opens no window: the app's iterable is held, not read ahead into memory.
+            sid = c.send(b"GET", b"/stream")
+            while len(c.responses[sid].body) < 65535:
+                try:
+                    await c.pump()
+                except BaseException:
+                    print("DBG", len(c.responses[sid].body), STREAMED, c.events[-6:])
+                    raise
+            await asyncio.sleep(0.3)  # no event says the app is held: a while of it does
+            # At most about 26 of the 128: the window (64 KiB), the stream's queue (64 KiB)
+            # with what the app thread had posted before it paused (256 KiB and a piece),
+            # and a piece in hand.
+            assert len(STREAMED) <= 28, len(STREAMED)
+            c.auto_window = True
+            c.conn.increment_flow_control_window(2 << 20)
+            c.conn.increment_flow_control_window(2 << 20, sid)
+            c.flush()
+            r = await c.response(sid)
+            assert r.body == b"".join(bytes([i]) * 16384 for i in range(128))
+            assert (await c.request(b"GET", b"/fail")).status == 500
+            assert (await c.request(b"GET", b"/short")).reset == h2.errors.ErrorCodes.INTERNAL_ERROR
+            # A stream reset while its app streams: the app's writes stop, the connection goes on.
+            STREAMED.clear()
+            sid = c.send(b"GET", b"/stream")
+            while not c.responses[sid].body:
+                await c.pump()
+            c.conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+            c.flush()
+            assert (await c.request(b"GET", b"/env")).status == 200
+            c.close()
+
+    run(loop, main())
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("the app failed" in m or "Exception" in m for m in messages), messages
+    assert any("shorter than its Content-Length" in m for m in messages), messages
+
+
+def test_wsgi_over_h2_by_alpn(loop, tls_files):
+    cert, key = tls_files
+
+    async def main():
+        async with serving(wsgi_app, interface="wsgi", ssl_certfile=cert, ssl_keyfile=key) as server:
+            c = await H2Client.open(port_of(server), tls=tls_client_context(cert))
+            assert c.writer.get_extra_info("ssl_object").selected_alpn_protocol() == "h2"
+            r = await c.request(b"GET", b"/env")
+            assert r.body.decode().startswith("('HTTP/2', 'GET', '/env', '', 'localhost', 'https'")
+            c.close()
+
+    run(loop, main())
+
+
+def test_http_2_has_the_loop_serve_wsgi(loop, caplog):
+    """`--http 2` with `--wsgi-engine threads`: the loop serves (the engine speaks HTTP/1.1)."""
+    caplog.set_level(logging.INFO, "swordfish")
+
+    async def main():
+        async with serving(wsgi_app, interface="wsgi", wsgi_engine="threads", http="2") as server:
+            c = await H2Client.open(port_of(server))
+            assert (await c.request(b"GET", b"/env")).body.decode().startswith("('HTTP/2'")
+            c.close()
+
+    run(loop, main())
+    messages = [r.getMessage() for r in caplog.records]
+    assert "WSGI served by the loop" in messages, messages
