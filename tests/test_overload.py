@@ -101,3 +101,36 @@ def test_idle_keep_alive_connections_go_first():
         for s in idle + heads:
             s.close()
         assert srv.stop() == 0, srv.log()
+
+
+def h2_served_once(port):
+    """An h2c connection (prior knowledge) that made one request and is now idle."""
+    from test_http2_attacks import Raw
+
+    c = Raw(port)
+    c.send(c.headers(1, b"/pid"))
+    for frame in c.frames():
+        if frame.stream_id == 1 and "END_STREAM" in frame.flags:
+            return c
+    raise AssertionError("no answer on stream 1")
+
+
+def test_idle_http2_connections_go_first():
+    """An HTTP/2 connection with no stream open is idle: shed first, with a GOAWAY."""
+    srv = server_with_limit(256, "--timeout-keep-alive", "60")
+    idle, heads = [], []
+    try:
+        port = srv.port()
+        idle = [h2_served_once(port) for _ in range(20)]
+        heads = slow_clients(port, 300)
+        status, _ = served_within(port, 20)
+        assert status == 200
+        m, _ = srv.wait_line(r"out of file descriptors: closed (\d+) idle and (\d+) incomplete")
+        assert (int(m.group(1)), int(m.group(2))) == (20, 0)
+        assert all(c.goaway() == 0 for c in idle)  # NO_ERROR, then the connection closed
+    finally:
+        for c in idle:
+            c.close()
+        for s in heads:
+            s.close()
+        assert srv.stop() == 0, srv.log()

@@ -4,12 +4,14 @@
 //! request head has been arriving longest (a slow client, or one sending a byte at a time
 //! to hold the descriptor), so that the next client is served rather than refused until
 //! the header-read timeout frees descriptors. Connections with a request in the app, or
-//! switched to WebSocket, are never closed here.
+//! switched to WebSocket, are never closed here. An HTTP/2 connection with no stream open
+//! is idle too (it goes with a GOAWAY).
 
 use super::config::HttpServerState;
 use super::conn::TimerKind;
 use super::link::Act;
 use super::protocol::HttpProtocol;
+use crate::http2::protocol::H2Protocol;
 use pyo3::prelude::*;
 
 /// What a connection is worth keeping, for shedding: lower goes first.
@@ -52,16 +54,31 @@ impl HttpProtocol {
 /// heads) closed.
 pub fn shed_connections(py: Python<'_>, state: &HttpServerState, want: usize) -> PyResult<(usize, usize)> {
     let mut ranked = Vec::new();
+    let mut idle_h2 = Vec::new();
     for item in state.connections.bind(py).iter() {
-        let Ok(proto) = item.cast_into::<HttpProtocol>() else { continue };
-        if let Some(keep) = proto.get().keep(py)? {
-            ranked.push((keep, proto));
+        match item.cast_into::<HttpProtocol>() {
+            Ok(proto) => {
+                if let Some(keep) = proto.get().keep(py)? {
+                    ranked.push((keep, proto));
+                }
+            }
+            Err(e) => {
+                if let Ok(h2) = e.into_inner().cast_into::<H2Protocol>() {
+                    if h2.get().idle(py)? {
+                        idle_h2.push(h2);
+                    }
+                }
+            }
         }
+    }
+    let mut idle = idle_h2.len();
+    for h2 in idle_h2 {
+        H2Protocol::shed(&h2)?;
     }
     // Idle first, then heads by the time they began (a deadline is that time plus the
     // same timeout for all): the oldest first.
     ranked.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
-    let (mut idle, mut heads) = (0, 0);
+    let mut heads = 0;
     for (keep, proto) in ranked {
         match keep {
             Keep::Idle => idle += 1,

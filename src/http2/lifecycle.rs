@@ -118,6 +118,25 @@ impl H2Protocol {
         Ok(())
     }
 
+    /// Whether no stream is open (for shedding when descriptors run out: `http::shed`).
+    pub fn idle(&self, py: Python<'_>) -> PyResult<bool> {
+        let c = self.lock(py)?;
+        Ok(!c.closed && !c.lost && c.streams.is_empty() && c.tunnels.is_empty() && !c.core.has_streams())
+    }
+
+    /// Close an idle connection to free its descriptor: a GOAWAY, then the socket closes
+    /// once it is written (no lingering for the client: the descriptor is what is wanted).
+    pub fn shed(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        slf.get().lock(py)?.core.abrupt_shutdown(h2::Reason::NO_ERROR);
+        Self::pump(slf, None)?;
+        let t = slf.get().lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+        if let Some(t) = t {
+            t.call_method0(py, intern!(py, "close"))?;
+        }
+        Ok(())
+    }
+
     /// `--http2-keep-alive-interval` passed: a PING, whose answer is waited for.
     pub(super) fn on_ping(slf: &Bound<'_, Self>) -> PyResult<()> {
         let sent = slf.get().lock(slf.py())?.core.send_ping();
