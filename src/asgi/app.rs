@@ -229,7 +229,7 @@ impl Dispatch for AsgiDispatch {
         super::start::start(py, self.0.bind(py), carrier, request, gen)
     }
 
-    fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
+    fn body_message(&self, py: Python<'_>, data: Bound<'_, PyBytes>, more: bool) -> PyResult<Py<PyAny>> {
         body_message(py, data, more)
     }
 

@@ -9,6 +9,7 @@ use super::link::Conn;
 use super::parse::{Head, Reject};
 use crate::carrier::Carrier;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use pyo3::{PyTraverseError, PyVisit};
 use std::any::Any;
 use std::sync::{Arc, OnceLock};
@@ -28,7 +29,7 @@ pub trait Dispatch: Send + Sync + 'static {
     fn start(&self, py: Python<'_>, carrier: &Carrier, request: Py<PyAny>, gen: u64) -> PyResult<()>;
 
     /// What a reader waiting for the request body gets: `data`, and whether more follows.
-    fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>>;
+    fn body_message(&self, py: Python<'_>, data: Bound<'_, PyBytes>, more: bool) -> PyResult<Py<PyAny>>;
 
     /// What a reader gets once the request will hear nothing more (client gone, response
     /// complete); `upgrade`: the request asked to switch protocols (see `Served`).

@@ -169,7 +169,7 @@ impl HttpProtocol {
     /// The next body message: all the body read so far, and whether more follows.
     pub fn take_body(&self, py: Python<'_>, req: &mut Request) -> PyResult<Py<PyAny>> {
         let dispatch = &self.state.get().dispatch;
-        take_body(req, |data, more| dispatch.body_message(py, data, more))
+        take_body(req, |data, more| dispatch.body_message(py, PyBytes::new(py, data), more))
     }
 
     /// Resolve `waiter` (with None) once the connection is lost; false if it is already.

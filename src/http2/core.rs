@@ -70,12 +70,44 @@ enum End {
 /// What a reader of a stream's body gets.
 #[derive(Debug, PartialEq, Eq)]
 pub enum BodyTake {
-    /// Bytes (perhaps none), and whether more follow.
-    Data(Vec<u8>, bool),
+    /// Bytes (perhaps none) as the DATA frames brought them, and whether more follow.
+    Data(Chunks, bool),
     /// None yet: `Event::Body` when some come.
     Wait,
     /// The stream is over (its response is out, or it was reset).
     Gone,
+}
+
+/// Body bytes as `h2` received them (slices of its read buffer): whoever takes them copies
+/// them once, into what it needs.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Chunks(pub Vec<Bytes>);
+
+impl Chunks {
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|b| b.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|b| b.is_empty())
+    }
+
+    /// Copy them into `out`, which is `len()` long.
+    pub fn copy_to(&self, out: &mut [u8]) {
+        let mut at = 0;
+        for b in &self.0 {
+            if let Some(dst) = out.get_mut(at..at + b.len()) {
+                dst.copy_from_slice(b);
+            }
+            at += b.len();
+        }
+    }
+
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0; self.len()];
+        self.copy_to(&mut v);
+        v
+    }
 }
 
 pub struct Stream {
@@ -330,10 +362,7 @@ impl H2Core {
             s.reader_waiting = true;
             return BodyTake::Wait;
         }
-        let mut data = Vec::with_capacity(s.body_len);
-        for b in s.body.drain(..) {
-            data.extend_from_slice(&b);
-        }
+        let data = Chunks(std::mem::take(&mut s.body));
         if let Some(recv) = &mut s.recv {
             // Only fails for a stream already reset, which the next poll reports.
             let _ = recv.flow_control().release_capacity(s.body_len);
@@ -590,4 +619,17 @@ fn read_file(s: &mut Stream, max_buffer: usize) -> std::io::Result<()> {
         s.end = End::Data;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_copy_out_whole_and_in_order() {
+        let c = Chunks(vec![Bytes::from_static(b"ab"), Bytes::new(), Bytes::from_static(b"cde")]);
+        assert_eq!((c.len(), c.is_empty()), (5, false));
+        assert_eq!(c.to_vec(), b"abcde");
+        assert!(Chunks(vec![Bytes::new()]).is_empty() && Chunks::default().to_vec().is_empty());
+    }
 }

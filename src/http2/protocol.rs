@@ -104,7 +104,7 @@ pub enum Out {
     PauseReading,
     ResumeReading,
     /// The client's bytes for a tunnel's protocol; its end; the stream gone.
-    TunnelData(Py<H2Tunnel>, Vec<u8>),
+    TunnelData(Py<H2Tunnel>, super::core::Chunks),
     TunnelEof(Py<H2Tunnel>),
     TunnelLost(Py<H2Tunnel>),
     /// Resume (`true`) or pause a tunnel's protocol's writing.
@@ -295,7 +295,11 @@ impl H2Protocol {
                         }
                     }
                     Out::Disconnect(readers, upgrade) => state.disconnect(py, readers, upgrade)?,
-                    Out::TunnelData(t, data) => H2Tunnel::deliver(t.bind(py), &data)?,
+                    Out::TunnelData(t, data) => {
+                        for chunk in &data.0 {
+                            H2Tunnel::deliver(t.bind(py), chunk)?;
+                        }
+                    }
                     Out::TunnelEof(t) => H2Tunnel::eof(t.bind(py))?,
                     Out::TunnelLost(t) => H2Tunnel::lost(t.bind(py))?,
                     Out::TunnelWriting(t, on) => H2Tunnel::writing(t.bind(py), on)?,

@@ -4,7 +4,7 @@
 //! is full, a reader waits for the next DATA, an application that fails before its
 //! response gets a 500 written for it (or, after its head went out, a reset stream).
 
-use super::core::BodyTake;
+use super::core::{BodyTake, Chunks};
 use super::protocol::{H2Protocol, Out};
 use super::streams::record;
 use super::writing::{self, Taken, Writing};
@@ -14,6 +14,43 @@ use crate::http::respond::{AppEnd, OpenFile, Part, RespondError, Responded};
 use crate::http::writing::Part as Plain;
 use bytes::Bytes;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// Body bytes as one Python `bytes`: the one copy they take on their way to the app.
+pub(super) fn to_pybytes<'py>(py: Python<'py>, data: &Chunks) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, data.len(), |buf| {
+        data.copy_to(buf);
+        Ok(())
+    })
+}
+
+/// A Python `bytes` kept alive by the `Bytes` that reads its buffer.
+struct PyBytesOwner {
+    _object: Py<PyBytes>,
+    /// The object's buffer (its address, and its length).
+    at: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for PyBytesOwner {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: a `bytes` object's buffer never changes and lives as long as the object,
+        // which `_object` holds: `at` and `len` were read from it, with the GIL, when it
+        // was wrapped.
+        unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
+    }
+}
+
+/// A body part as `Bytes` without copying it: `h2` takes it as it is, and copies it once,
+/// into the frames it writes. Small parts are copied (an owner costs an allocation too).
+fn shared(body: Bound<'_, PyBytes>) -> Bytes {
+    let data = body.as_bytes();
+    if data.len() <= 256 {
+        return Bytes::copy_from_slice(data);
+    }
+    let (at, len) = (data.as_ptr() as usize, data.len());
+    Bytes::from_owner(PyBytesOwner { _object: body.unbind(), at, len })
+}
 
 impl H2Protocol {
     /// Give stream `id`'s response its next part.
@@ -27,7 +64,7 @@ impl H2Protocol {
             Part::Plain(Plain::Body { data, more, .. }) => {
                 writing::Part::Body { data: Bytes::copy_from_slice(data), more }
             }
-            Part::Body { body, more } => writing::Part::Body { data: Bytes::copy_from_slice(body.as_bytes()), more },
+            Part::Body { body, more } => writing::Part::Body { data: shared(body), more },
             Part::Text { text, more } => {
                 writing::Part::Body { data: Bytes::copy_from_slice(text.to_str()?.as_bytes()), more }
             }
@@ -142,7 +179,7 @@ impl H2Protocol {
         };
         Self::run(slf, outs)?;
         match taken {
-            BodyTake::Data(data, more) => Ok(BodyRead::Now(dispatch.body_message(py, &data, more)?)),
+            BodyTake::Data(data, more) => Ok(BodyRead::Now(dispatch.body_message(py, to_pybytes(py, &data)?, more)?)),
             BodyTake::Gone => Ok(BodyRead::Now(dispatch.disconnect_message(py, false)?)),
             BodyTake::Wait => {
                 let w = waiter()?;
@@ -172,7 +209,7 @@ impl H2Protocol {
             match c.core.take_body(id) {
                 BodyTake::Data(data, false) => {
                     H2Protocol::changed(&mut c, &mut outs);
-                    Some(data)
+                    Some(data.to_vec())
                 }
                 _ => None,
             }

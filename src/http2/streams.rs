@@ -64,7 +64,8 @@ impl H2Protocol {
                         }
                         match c.core.take_body(id) {
                             BodyTake::Data(data, more) => {
-                                outs.push(Out::Resolve(w, state.dispatch.body_message(py, &data, more)?));
+                                let data = super::respond::to_pybytes(py, &data)?;
+                                outs.push(Out::Resolve(w, state.dispatch.body_message(py, data, more)?));
                             }
                             BodyTake::Wait => s.readers.insert(0, w),
                             BodyTake::Gone => outs.push(Out::Disconnect(vec![w], false)),

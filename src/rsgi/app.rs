@@ -102,13 +102,10 @@ impl Dispatch for RsgiDispatch {
     }
 
     /// `(data, more)`: what the body readers of `http` take apart.
-    fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
-        Ok(PyTuple::new(
-            py,
-            [PyBytes::new(py, data).into_any(), pyo3::types::PyBool::new(py, more).to_owned().into_any()],
-        )?
-        .into_any()
-        .unbind())
+    fn body_message(&self, py: Python<'_>, data: Bound<'_, PyBytes>, more: bool) -> PyResult<Py<PyAny>> {
+        Ok(PyTuple::new(py, [data.into_any(), pyo3::types::PyBool::new(py, more).to_owned().into_any()])?
+            .into_any()
+            .unbind())
     }
 
     /// None: the body readers end, the handshake's wait too.

@@ -11,7 +11,7 @@ use crate::carrier::Carrier;
 use crate::http::dispatch::{Dispatch, RequestView, Served};
 use crate::http::parse::Reject;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use pyo3::{PyTraverseError, PyVisit};
 use std::any::Any;
 use std::sync::Arc;
@@ -87,7 +87,7 @@ impl Dispatch for WsgiDispatch {
         self.0.get().pool.prefetch(py, &ex)
     }
 
-    fn body_message(&self, py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
+    fn body_message(&self, py: Python<'_>, data: Bound<'_, PyBytes>, more: bool) -> PyResult<Py<PyAny>> {
         body_message(py, data, more)
     }
 

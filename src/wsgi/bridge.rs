@@ -187,8 +187,8 @@ pub fn deliver(ex: &Exchange, msg: &Bound<'_, PyAny>) -> PyResult<()> {
 }
 
 /// A body message for the interface: `(bytes, more)`.
-pub fn body_message(py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
-    Ok(PyTuple::new(py, [PyBytes::new(py, data).into_any(), pyo3::types::PyBool::new(py, more).to_owned().into_any()])?
+pub fn body_message(py: Python<'_>, data: Bound<'_, PyBytes>, more: bool) -> PyResult<Py<PyAny>> {
+    Ok(PyTuple::new(py, [data.into_any(), pyo3::types::PyBool::new(py, more).to_owned().into_any()])?
         .into_any()
         .unbind())
 }

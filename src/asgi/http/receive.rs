@@ -16,10 +16,10 @@ pub fn disconnect_message(py: Python<'_>) -> PyResult<Py<PyAny>> {
 }
 
 /// An `http.request` message.
-pub fn body_message(py: Python<'_>, data: &[u8], more: bool) -> PyResult<Py<PyAny>> {
+pub fn body_message(py: Python<'_>, data: Bound<'_, PyBytes>, more: bool) -> PyResult<Py<PyAny>> {
     let d = PyDict::new(py);
     d.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
-    d.set_item(intern!(py, "body"), PyBytes::new(py, data))?;
+    d.set_item(intern!(py, "body"), data)?;
     d.set_item(intern!(py, "more_body"), more)?;
     Ok(d.into_any().unbind())
 }
