@@ -222,6 +222,16 @@ impl H2Core {
         self.pipe.lock().push(data);
     }
 
+    /// Bytes from the client, read by `h2` in place during `drive`: what it leaves is
+    /// kept (see `pipe`).
+    pub fn drive_on(&mut self, data: &[u8], events: &mut Vec<Event>) {
+        self.pipe.lock().lend(data);
+        // Ended however `drive` returns: no later read may see the slice.
+        let loan = super::pipe::LoanEnd(self.pipe.clone());
+        self.drive(events);
+        drop(loan);
+    }
+
     /// Bytes pushed that `h2` has not read yet: it stops reading while it cannot write
     /// (see `pipe`), and the driver stops reading the socket while they are many.
     pub fn unread(&self) -> usize {

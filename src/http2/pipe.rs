@@ -4,6 +4,11 @@
 //! a runtime. Writes are refused above a cap (`Pending`), as a socket's would be when its
 //! buffer is full: `h2` then stops reading frames that make it answer (PING, SETTINGS), so
 //! a client that sends them and never reads cannot grow the server's memory.
+//!
+//! The client's bytes are lent, not copied, while the connection runs on them: `lend`
+//! gives the pipe the transport's slice for one `drive`, `h2` reads from it, and
+//! `end_loan` keeps only what `h2` left unread. Most reads then cost one copy (into `h2`'s
+//! buffer) instead of two, and an idle connection holds no input buffer.
 
 use std::io;
 use std::pin::Pin;
@@ -14,11 +19,21 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// The input buffer's capacity kept between reads.
 const KEPT_CAPACITY: usize = 16 * 1024;
 
+/// A slice of the client's bytes lent for one `drive`: its address and length, and how
+/// much of it `h2` has read.
+#[derive(Default)]
+struct Loan {
+    at: usize,
+    len: usize,
+    read: usize,
+}
+
 #[derive(Default)]
 pub struct Buffers {
-    /// The client's bytes not yet read by `h2`, from `read_pos` on.
+    /// The client's bytes not yet read by `h2`, from `read_pos` on (before the loan's).
     inbound: Vec<u8>,
     read_pos: usize,
+    loan: Option<Loan>,
     /// The client closed its side.
     pub eof: bool,
     /// Frames written by `h2`, for the transport.
@@ -45,6 +60,44 @@ impl Buffers {
     pub fn unread(&self) -> usize {
         self.inbound.len() - self.read_pos
     }
+
+    /// Lend `data` until `end_loan`, which the caller must call before `data` goes.
+    pub fn lend(&mut self, data: &[u8]) {
+        self.loan = Some(Loan { at: data.as_ptr() as usize, len: data.len(), read: 0 });
+    }
+
+    /// The loan is over: what `h2` did not read of it is copied in; an input buffer that
+    /// is all read is given back.
+    pub fn end_loan(&mut self) {
+        let Some(loan) = self.loan.take() else { return };
+        if loan.read < loan.len {
+            // SAFETY: the slice is the caller's of `lend`, alive until this call.
+            let rest = unsafe { std::slice::from_raw_parts((loan.at + loan.read) as *const u8, loan.len - loan.read) };
+            self.push(rest);
+        } else if self.unread() == 0 {
+            self.inbound = Vec::new();
+            self.read_pos = 0;
+        }
+    }
+
+    /// Up to `n` bytes of the input, in order: the buffer's, then the loan's.
+    fn read(&mut self, n: usize, out: &mut ReadBuf<'_>) -> usize {
+        let available = self.unread();
+        if available > 0 {
+            let n = available.min(n);
+            out.put_slice(&self.inbound[self.read_pos..self.read_pos + n]);
+            self.read_pos += n;
+            return n;
+        }
+        let Some(loan) = self.loan.as_mut() else { return 0 };
+        let n = (loan.len - loan.read).min(n);
+        // SAFETY: the slice is the caller's of `lend`, alive until `end_loan`; `h2` reads
+        // only within the `drive` that `lend` and `end_loan` surround.
+        let lent = unsafe { std::slice::from_raw_parts((loan.at + loan.read) as *const u8, n) };
+        out.put_slice(lent);
+        loan.read += n;
+        n
+    }
 }
 
 /// Both ends share the buffers: `h2` owns one `Pipe`, the connection keeps another.
@@ -62,18 +115,23 @@ impl Pipe {
     }
 }
 
+/// Ends the pipe's loan when dropped.
+pub struct LoanEnd(pub Pipe);
+
+impl Drop for LoanEnd {
+    fn drop(&mut self) {
+        self.0.lock().end_loan();
+    }
+}
+
 impl AsyncRead for Pipe {
     fn poll_read(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let mut b = self.lock();
-        let available = b.unread();
-        if available == 0 {
+        let room = buf.remaining();
+        if b.read(room, buf) == 0 && room > 0 {
             // The connection polls again after pushing more (`H2Core::drive`).
             return if b.eof { Poll::Ready(Ok(())) } else { Poll::Pending };
         }
-        let n = available.min(buf.remaining());
-        let start = b.read_pos;
-        buf.put_slice(&b.inbound[start..start + n]);
-        b.read_pos += n;
         Poll::Ready(Ok(()))
     }
 }
@@ -124,6 +182,30 @@ mod tests {
         let mut buf = ReadBuf::new(&mut space);
         assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_ready());
         assert!(buf.filled().is_empty());
+    }
+
+    #[test]
+    fn a_lent_slice_is_read_after_the_buffer_and_its_rest_kept() {
+        let mut pipe = Pipe::new(8);
+        let mut cx = Context::from_waker(Waker::noop());
+        pipe.lock().push(b"ab");
+        let data = b"cdefg".to_vec();
+        pipe.lock().lend(&data);
+        let mut space = [0u8; 4];
+        let mut buf = ReadBuf::new(&mut space);
+        assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_ready());
+        assert_eq!(buf.filled(), b"ab");
+        let mut buf = ReadBuf::new(&mut space);
+        assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_ready());
+        assert_eq!(buf.filled(), b"cdef");
+        drop(LoanEnd(pipe.clone()));
+        drop(data);
+        assert_eq!(pipe.lock().unread(), 1);
+        let mut buf = ReadBuf::new(&mut space);
+        assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_ready());
+        assert_eq!(buf.filled(), b"g");
+        let mut buf = ReadBuf::new(&mut space);
+        assert!(Pin::new(&mut pipe).poll_read(&mut cx, &mut buf).is_pending());
     }
 
     #[test]

@@ -217,18 +217,24 @@ impl H2Protocol {
                     return Ok(());
                 }
                 c.flush_queued = false;
-                if let Some(d) = data.take() {
-                    if let Some(m) = this.state.get().metrics() {
-                        m.received(d.len());
-                    }
-                    if !c.push(d) {
-                        c.closed = true;
-                        drop(c);
-                        return Self::run(slf, vec![Out::Close]);
-                    }
-                }
                 let mut events = Vec::new();
-                c.core.drive(&mut events);
+                match data.take() {
+                    Some(d) => {
+                        if let Some(m) = this.state.get().metrics() {
+                            m.received(d.len());
+                        }
+                        if c.upgrade.is_none() {
+                            c.core.drive_on(d, &mut events);
+                        } else if c.push(d) {
+                            c.core.drive(&mut events);
+                        } else {
+                            c.closed = true;
+                            drop(c);
+                            return Self::run(slf, vec![Out::Close]);
+                        }
+                    }
+                    None => c.core.drive(&mut events),
+                }
                 let mut outs = Vec::new();
                 // What the events made (an answer given at once, a refusal) is polled out
                 // by the next pass.
