@@ -73,6 +73,8 @@ def test_a_wsgi_app_over_h2c(loop):
                            http2_initial_stream_window_size=65535) as server:
             c = await H2Client.open(port_of(server))
             r = await c.request(b"GET", b"/env?x=1", headers=[(b"cookie", b"a=1"), (b"cookie", b"b=2")])
+            # WSGI has no WebSockets: the extended CONNECT is not offered.
+            assert not c.conn.remote_settings.enable_connect_protocol
             assert r.status == 200
             assert r.body.decode() == repr(("HTTP/2", "GET", "/env", "x=1", "localhost", "http", None, "a=1; b=2"))
             # A body past the stream's window: credited back as wsgi.input reads it.

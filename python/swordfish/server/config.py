@@ -83,13 +83,14 @@ class _ConfigMethods:
         """Whether HTTP/2 is served (by the loop: the WSGI thread engine serves HTTP/1.1)."""
         return self.http != "1"
 
-    def http2_settings(self):
-        """The HTTP/2 settings as the native server state takes them."""
+    def http2_settings(self, websockets=True):
+        """The HTTP/2 settings as the native server state takes them; `websockets`: the
+        interface serves WebSockets (not WSGI), so the extended CONNECT is offered."""
         return (self.http2_max_concurrent_streams, self.http2_initial_stream_window_size,
                 self.http2_initial_connection_window_size, self.http2_max_frame_size,
                 self.http2_max_headers_size, self.http2_max_send_buffer_size,
                 self.http2_keep_alive_interval, self.http2_keep_alive_timeout, self.http == "2",
-                self.ws != "none")  # WebSockets over HTTP/2 (RFC 8441) where they are served
+                websockets and self.ws != "none")  # WebSockets over HTTP/2 (RFC 8441)
 
     def _make_ssl_context(self, http2):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

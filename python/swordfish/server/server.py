@@ -241,7 +241,7 @@ class Server:
                 metrics=self.metrics,
                 static_files=(None if config.static_path_dir is None else
                               (config.static_path_route, config.static_path_dir, config.static_path_expires, _file_body)),
-                http2=config.http2_settings() if config.serves_http2() else None,
+                http2=config.http2_settings(websockets=not wsgi) if config.serves_http2() else None,
             )
             threaded = wsgi and self._threaded()
             if wsgi:
