@@ -64,13 +64,10 @@ pub struct H2Conn {
 }
 
 impl H2Conn {
-    /// The client's bytes, to `h2`; after an h2c upgrade, held until its preface and
-    /// SETTINGS are in, which stream 1 follows. False if they are not a preface.
-    fn push(&mut self, data: &[u8]) -> bool {
-        if self.upgrade.is_none() {
-            self.core.push(data);
-            return true;
-        }
+    /// After an h2c upgrade, the client's bytes are held until its preface and SETTINGS
+    /// are in, which stream 1 follows (otherwise `h2` reads them in place: `drive_on`).
+    /// False if they are not a preface.
+    fn push_early(&mut self, data: &[u8]) -> bool {
         self.early.extend_from_slice(data);
         match super::upgrade::preface_and_settings(&self.early) {
             Err(()) => false,
@@ -225,7 +222,7 @@ impl H2Protocol {
                         }
                         if c.upgrade.is_none() {
                             c.core.drive_on(d, &mut events);
-                        } else if c.push(d) {
+                        } else if c.push_early(d) {
                             c.core.drive(&mut events);
                         } else {
                             c.closed = true;
@@ -441,7 +438,7 @@ impl H2Protocol {
             }
             let ids: Vec<u32> = c.tunnels.keys().copied().collect();
             for id in ids {
-                Self::tunnel_writable(&mut c, id, &mut outs, py);
+                Self::tunnel_writable(py, &mut c, id, &mut outs);
             }
         }
         Self::run(slf, outs)?;

@@ -74,7 +74,7 @@ impl H2Protocol {
                     }
                 }
                 Event::Writable(id) => {
-                    Self::tunnel_writable(c, id, outs, py);
+                    Self::tunnel_writable(py, c, id, outs);
                     if let Some(s) = c.streams.get_mut(&id) {
                         for w in s.drain.drain(..) {
                             outs.push(Out::Resolve(w, py.None()));

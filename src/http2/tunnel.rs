@@ -129,7 +129,7 @@ impl H2Protocol {
 
     /// The tunnel of stream `id` can take writes again (its queue drained, or the
     /// connection's transport resumed).
-    pub(super) fn tunnel_writable(c: &mut H2Conn, id: u32, outs: &mut Vec<Out>, py: Python<'_>) {
+    pub(super) fn tunnel_writable(py: Python<'_>, c: &mut H2Conn, id: u32, outs: &mut Vec<Out>) {
         if c.writing_paused || c.core.streams.get(&id).is_some_and(|s| s.writer_waiting) {
             return;
         }
