@@ -268,6 +268,113 @@ def test_zero_window_client_holds_no_more_than_the_send_buffer(server):
         c.close()
 
 
+def cut(port):
+    async def main():
+        c = await H2Client.open(port)
+        r = await c.request(b"GET", b"/cut")
+        c.close()
+        return int(r.body)
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def stall_server():
+    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
+                        "--http2-stall-timeout", "1")
+    try:
+        proc.wait_line("serving on")
+        proc.port_number = proc.port()
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_a_stream_stalled_on_a_closed_window_is_reset_after_the_stall_timeout(stall_server):
+    port = stall_server.port_number
+    c = Raw(port, settings={f.SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+    started = time.monotonic()
+    c.send(c.headers(1, b"/big"))
+    reset = None
+    for frame in c.frames(timeout=10):
+        if isinstance(frame, f.RstStreamFrame):
+            reset = frame.error_code
+            break
+        assert not isinstance(frame, f.DataFrame), "a closed window let DATA through"
+    waited = time.monotonic() - started
+    assert reset == 0x8, reset  # CANCEL
+    assert 0.9 < waited < 8, waited
+    # The app heard it: its waiting send failed.
+    deadline = time.monotonic() + 5
+    while cut(port) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cut(port) == 1
+    # The connection serves on: a stream whose window is opened is answered.
+    c.send(f.WindowUpdateFrame(0, window_increment=MiB))
+    c.send(c.headers(3, b"/"), f.WindowUpdateFrame(3, window_increment=1000))
+    got = b""
+    for frame in c.frames(timeout=5):
+        if isinstance(frame, f.DataFrame) and frame.stream_id == 3:
+            got += frame.data
+            if "END_STREAM" in frame.flags:
+                break
+    assert got == b"hello"
+    c.close()
+
+
+def test_a_slow_reader_whose_window_keeps_opening_is_not_cut(stall_server):
+    """Each WINDOW_UPDATE moves bytes, so a response read slowly outlives the stall timeout."""
+    port = stall_server.port_number
+    c = Raw(port, settings={f.SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+    c.send(f.WindowUpdateFrame(0, window_increment=MiB))
+    c.send(c.headers(1, b"/big"))
+    started = time.monotonic()
+    got, ended, reset = 0, False, None
+    c.sock.settimeout(0.1)
+    opened = 0.0
+    while not ended and reset is None and time.monotonic() - started < 20:
+        if time.monotonic() - opened >= 0.1:
+            c.send(f.WindowUpdateFrame(1, window_increment=48 * 1024))
+            opened = time.monotonic()
+        try:
+            data = c.sock.recv(1 << 20)
+        except socket.timeout:
+            continue
+        assert data, "the server closed the connection"
+        c.buf += data
+        while len(c.buf) >= 9:
+            frame, length = f.Frame.parse_frame_header(memoryview(c.buf[:9]))
+            if len(c.buf) < 9 + length:
+                break
+            frame.parse_body(memoryview(c.buf[9:9 + length]))
+            c.buf = c.buf[9 + length:]
+            if isinstance(frame, f.DataFrame):
+                got += len(frame.data)
+                ended = "END_STREAM" in frame.flags
+            elif isinstance(frame, f.RstStreamFrame):
+                reset = frame.error_code
+    # 1 MiB at 48 KiB every 0.1 s: longer than the stall timeout, with no stall in it.
+    assert (got, ended, reset) == (MiB, True, None)
+    assert time.monotonic() - started > 1.5
+    assert cut(port) == 0
+    c.close()
+
+
+def test_the_stall_timeout_can_be_off():
+    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
+                        "--http2-stall-timeout", "off")
+    try:
+        proc.wait_line("serving on")
+        c = Raw(proc.port(), settings={f.SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.send(c.headers(1, b"/big"))
+        frames = list(c.frames(timeout=2))
+        assert not any(isinstance(fr, (f.RstStreamFrame, f.GoAwayFrame)) for fr in frames)
+        assert cut(proc.port()) == 0
+        c.close()
+    finally:
+        proc.stop()
+
+
 def test_data_before_the_settings_ack_uses_the_default_window(server):
     """The server's smaller window applies only once the client has acknowledged it; before
     that the default 65,535 bytes may come (RFC 9113 §6.9.2)."""

@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 
 /// What the driver is told after `drive`.
 #[derive(Debug, PartialEq, Eq)]
@@ -136,6 +137,9 @@ pub struct Stream {
     pub reset: bool,
     /// A file as the body: read into the queue as it empties, this many bytes still.
     pub file: Option<(std::fs::File, u64)>,
+    /// Since when the queued response has waited on the client (its window closed, or
+    /// its socket unread) with no byte moving: for the stall timeout.
+    stalled_since: Option<Instant>,
 }
 
 impl Stream {
@@ -159,6 +163,7 @@ impl Stream {
             writing: Writing::Init,
             reset: false,
             file: None,
+            stalled_since: None,
         }
     }
 
@@ -181,6 +186,8 @@ pub struct H2Core {
     /// Keep-alive PINGs: the handle, and whether one awaits its answer.
     ping: Option<h2::PingPong>,
     ping_outstanding: bool,
+    /// A stream's response waits on the client (as the last `drive` found them).
+    stalled: bool,
 }
 
 /// Most passes one `drive` makes; each pass is made only because the one before woke
@@ -214,6 +221,7 @@ impl H2Core {
             error: None,
             ping: None,
             ping_outstanding: false,
+            stalled: false,
         }
     }
 
@@ -318,6 +326,7 @@ impl H2Core {
 
     fn poll_streams(&mut self, cx: &mut Context<'_>, events: &mut Vec<Event>) {
         let mut done = Vec::new();
+        self.stalled = false;
         for (&id, s) in self.streams.iter_mut() {
             if s.reset {
                 // Reported as `Event::Reset` in the pass that found it: nothing more comes.
@@ -344,6 +353,7 @@ impl H2Core {
                 s.writer_waiting = false;
                 events.push(Event::Writable(id));
             }
+            self.stalled |= s.stalled_since.is_some();
             if s.response_sent() && s.request.is_none() {
                 if s.reader_waiting && s.body_given {
                     s.reader_waiting = false;
@@ -526,6 +536,33 @@ impl H2Core {
     pub fn has_streams(&self) -> bool {
         !self.streams.is_empty()
     }
+
+    /// Whether a stream's response waits on the client, as the last `drive` found them.
+    pub fn stalled(&self) -> bool {
+        self.stalled
+    }
+
+    /// Reset (CANCEL) the streams whose response has waited on the client longer than
+    /// `timeout` with no byte moving, each reported as `Event::Reset`; how long until the
+    /// next of those still waiting is due, if any.
+    pub fn expire_stalled(&mut self, timeout: Duration, events: &mut Vec<Event>) -> Option<Duration> {
+        let now = Instant::now();
+        let mut next: Option<Duration> = None;
+        let mut expired = Vec::new();
+        for (&id, s) in &self.streams {
+            let Some(since) = s.stalled_since else { continue };
+            match timeout.checked_sub(now.saturating_duration_since(since)) {
+                Some(left) if !left.is_zero() => next = Some(next.map_or(left, |n| n.min(left))),
+                _ => expired.push(id),
+            }
+        }
+        for id in expired {
+            self.reset(id, Reason::CANCEL);
+            events.push(Event::Reset(id));
+        }
+        self.stalled = next.is_some();
+        next
+    }
 }
 
 /// Move what arrived of the stream's body into its buffer; true if the stream failed.
@@ -570,13 +607,17 @@ fn poll_send(s: &mut Stream, cx: &mut Context<'_>, max_buffer: usize) -> bool {
             send.reserve_capacity(s.queued.min(max_buffer.max(1)));
             match send.poll_capacity(cx) {
                 Poll::Ready(Some(Ok(n))) if n > 0 => room = n,
-                Poll::Ready(Some(Ok(_))) | Poll::Pending => break,
+                Poll::Ready(Some(Ok(_))) | Poll::Pending => {
+                    s.stalled_since.get_or_insert_with(Instant::now);
+                    break;
+                }
                 Poll::Ready(Some(Err(_))) | Poll::Ready(None) => return true,
             }
         }
         let Some(front) = s.queue.front_mut() else { break };
         let chunk = if front.len() <= room { s.queue.pop_front().unwrap_or_default() } else { front.split_to(room) };
         s.queued -= chunk.len();
+        s.stalled_since = None;
         let last = s.queued == 0 && matches!(s.end, End::Data);
         if send.send_data(chunk, last).is_err() {
             return true;

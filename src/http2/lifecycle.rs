@@ -1,12 +1,13 @@
 //! The life of an HTTP/2 connection around its streams: the keep-alive timeout of an idle
-//! connection, the keep-alive PINGs and their deadline, and the lingering close after the
-//! last GOAWAY.
+//! connection, the keep-alive PINGs and their deadline, the stall timeout of a response
+//! that waits on the client, and the lingering close after the last GOAWAY.
 
-use super::protocol::H2Protocol;
+use super::protocol::{H2Conn, H2Protocol, Out};
 use crate::clock::monotonic;
 use pyo3::intern;
 use pyo3::prelude::*;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 impl H2Protocol {
     pub(super) fn arm_ping(slf: &Bound<'_, Self>, delay: f64, callback: &str) -> PyResult<()> {
@@ -166,5 +167,58 @@ impl H2Protocol {
             Self::arm_ping(slf, (interval - timeout).max(0.0), "_on_ping")?;
         }
         Ok(())
+    }
+
+    /// After a drive: a check of the stalled streams to arm, if one waits on the client
+    /// and none is armed.
+    pub(super) fn stall_check(&self, c: &mut H2Conn) -> Option<Out> {
+        let timeout = self.state.get().http2.as_ref().and_then(|h| h.stall_timeout)?;
+        if c.stall_armed || c.closed || !c.core.stalled() {
+            return None;
+        }
+        c.stall_armed = true;
+        Some(Out::ArmStall(timeout))
+    }
+
+    pub(super) fn arm_stall(slf: &Bound<'_, Self>, delay: f64) -> PyResult<()> {
+        let py = slf.py();
+        let cb = slf.getattr(intern!(py, "_on_stall"))?;
+        let h = slf.get().state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        let mut c = slf.get().lock(py)?;
+        if c.lost {
+            drop(c);
+            return h.call_method0(py, intern!(py, "cancel")).map(drop);
+        }
+        c.stall_timer = Some(h);
+        Ok(())
+    }
+
+    /// The stall timeout may have run out for a stream: those that waited on the client
+    /// that long with no byte moving are reset, and their apps hear that the client went.
+    pub(super) fn on_stall(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let Some(timeout) = this.state.get().http2.as_ref().and_then(|h| h.stall_timeout) else { return Ok(()) };
+        let outs = {
+            let mut c = this.lock(py)?;
+            c.stall_timer = None;
+            c.stall_armed = false;
+            if c.lost || c.closed {
+                return Ok(());
+            }
+            let mut events = Vec::new();
+            // A bad value was refused by the settings; none here may panic either.
+            let timeout = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::MAX);
+            let next = c.core.expire_stalled(timeout, &mut events);
+            let mut outs = Vec::new();
+            this.handle(py, &mut c, events, &mut outs)?;
+            if let Some(next) = next {
+                c.stall_armed = true;
+                outs.push(Out::ArmStall(next.as_secs_f64()));
+            }
+            outs
+        };
+        Self::run(slf, outs)?;
+        Self::pump(slf, None)
     }
 }

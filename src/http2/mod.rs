@@ -33,6 +33,9 @@ pub struct Settings {
     pub keep_alive_interval: Option<f64>,
     /// Seconds a PING's answer may take.
     pub keep_alive_timeout: f64,
+    /// Seconds a stream's response may wait on the client with no byte moving before the
+    /// stream is reset (None: no limit).
+    pub stall_timeout: Option<f64>,
     /// `--http 2`: HTTP/1.1 requests are refused.
     pub only: bool,
     /// WebSockets are served: `SETTINGS_ENABLE_CONNECT_PROTOCOL` says the server takes
@@ -41,7 +44,7 @@ pub struct Settings {
 }
 
 /// As `HttpServerState` is given them: a tuple in the order of the fields.
-pub type SettingsTuple = (u32, u32, u32, u32, u32, usize, Option<f64>, f64, bool, bool);
+pub type SettingsTuple = (u32, u32, u32, u32, u32, usize, Option<f64>, f64, Option<f64>, bool, bool);
 
 impl From<SettingsTuple> for Settings {
     fn from(t: SettingsTuple) -> Self {
@@ -54,8 +57,9 @@ impl From<SettingsTuple> for Settings {
             max_send_buffer_size: t.5,
             keep_alive_interval: t.6,
             keep_alive_timeout: t.7,
-            only: t.8,
-            connect_protocol: t.9,
+            stall_timeout: t.8,
+            only: t.9,
+            connect_protocol: t.10,
         }
     }
 }

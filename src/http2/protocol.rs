@@ -55,6 +55,10 @@ pub struct H2Conn {
     pub idle_since: f64,
     /// `--http2-keep-alive-interval`: the next PING, or the wait for its answer.
     pub(super) ping_timer: Option<Py<PyAny>>,
+    /// `--http2-stall-timeout`: the check of the streams that wait on the client; armed
+    /// (the flag, set before the handle exists) while one does.
+    pub(super) stall_timer: Option<Py<PyAny>>,
+    pub(super) stall_armed: bool,
     /// Waiting for the client to go (an RSGI app's `client_disconnect()`).
     pub lost_waiters: Vec<Py<PyAny>>,
     /// After an h2c upgrade: stream 1's frames, given to `h2` once the client's preface
@@ -108,6 +112,8 @@ pub enum Out {
     TunnelWriting(Py<H2Tunnel>, bool),
     /// The server shuts down (`true`: another worker serves on).
     TunnelShutdown(Py<H2Tunnel>, bool),
+    /// Check the stalled streams in this many seconds (see `lifecycle`).
+    ArmStall(f64),
 }
 
 #[pyclass(module = "swordfish._native", frozen)]
@@ -158,6 +164,8 @@ impl H2Protocol {
                 timer: None,
                 idle_since: monotonic(),
                 ping_timer: None,
+                stall_timer: None,
+                stall_armed: false,
                 lost_waiters: Vec::new(),
                 upgrade: None,
                 early: Vec::new(),
@@ -245,6 +253,9 @@ impl H2Protocol {
                 } else if unread <= OUTPUT_CAP && c.reading_paused && !c.closed {
                     c.reading_paused = false;
                     outs.push(Out::ResumeReading);
+                }
+                if let Some(out) = this.stall_check(&mut c) {
+                    outs.push(out);
                 }
                 if c.core.closed() && !c.closed && !c.writing_paused {
                     c.closed = true;
@@ -337,6 +348,7 @@ impl H2Protocol {
                             t.call_method0(py, name)?;
                         }
                     }
+                    Out::ArmStall(delay) => Self::arm_stall(slf, delay)?,
                     Out::QueueFlush => {
                         let cb = slf.getattr(intern!(py, "_flush"))?;
                         state.lp.call_method1(py, intern!(py, "call_soon"), (cb,))?;
@@ -411,9 +423,10 @@ impl H2Protocol {
             if c.streams.is_empty() {
                 outs.push(Out::Forget);
             }
-            (c.transport.take(), c.write.take(), c.stream.take(), c.timer.take(), c.ping_timer.take())
+            let timers = [c.timer.take(), c.ping_timer.take(), c.stall_timer.take()];
+            (c.transport.take(), c.write.take(), c.stream.take(), timers)
         };
-        for t in [&dropped.3, &dropped.4].into_iter().flatten() {
+        for t in dropped.3.iter().flatten() {
             t.call_method0(py, intern!(py, "cancel"))?;
         }
         drop(dropped);
@@ -463,6 +476,11 @@ impl H2Protocol {
     /// A PING's answer was due (see `lifecycle`).
     fn _on_ping_timeout(slf: &Bound<'_, Self>) -> PyResult<()> {
         Self::on_ping_timeout(slf)
+    }
+
+    /// A stalled stream may be due (see `lifecycle`).
+    fn _on_stall(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::on_stall(slf)
     }
 
     /// Graceful shutdown: GOAWAY with the last stream id; the streams in flight finish,
@@ -534,6 +552,7 @@ impl H2Protocol {
             visit.call(&c.server)?;
             visit.call(&c.timer)?;
             visit.call(&c.ping_timer)?;
+            visit.call(&c.stall_timer)?;
             for w in &c.lost_waiters {
                 visit.call(w)?;
             }
@@ -560,6 +579,7 @@ impl H2Protocol {
             c.stream = None;
             c.timer = None;
             c.ping_timer = None;
+            c.stall_timer = None;
             c.lost_waiters.clear();
         }
     }

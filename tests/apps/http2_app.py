@@ -2,6 +2,7 @@
 
     GET /          "hello"
     GET /big       1 MiB, in 64 KiB parts
+    GET /cut       "<responses of /big cut short>" (the client went, or its stream was reset)
     GET /wait      waits until cancelled (counted in /count)
     POST /echo     the body sent back
     GET /count     "<apps running> <apps cancelled>"
@@ -12,18 +13,23 @@ import asyncio
 
 RUNNING = 0
 CANCELLED = 0
+CUT = 0
 
 
 async def app(scope, receive, send):
-    global RUNNING, CANCELLED
+    global RUNNING, CANCELLED, CUT
     if scope["type"] != "http":
         return
     path = scope["path"]
     if path == "/big":
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        for _ in range(16):
-            await send({"type": "http.response.body", "body": b"b" * 65536, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            for _ in range(16):
+                await send({"type": "http.response.body", "body": b"b" * 65536, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        except (asyncio.CancelledError, OSError):
+            CUT += 1
+            raise
         return
     if path == "/wait":
         RUNNING += 1
@@ -43,6 +49,8 @@ async def app(scope, receive, send):
                 break
     elif path == "/count":
         body = f"{RUNNING} {CANCELLED}".encode()
+    elif path == "/cut":
+        body = str(CUT).encode()
     elif path == "/version":
         body = scope["http_version"].encode()
     else:

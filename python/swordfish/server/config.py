@@ -89,7 +89,8 @@ class _ConfigMethods:
         return (self.http2_max_concurrent_streams, self.http2_initial_stream_window_size,
                 self.http2_initial_connection_window_size, self.http2_max_frame_size,
                 self.http2_max_headers_size, self.http2_max_send_buffer_size,
-                self.http2_keep_alive_interval, self.http2_keep_alive_timeout, self.http == "2",
+                self.http2_keep_alive_interval, self.http2_keep_alive_timeout, self.http2_stall_timeout,
+                self.http == "2",
                 websockets and self.ws != "none")  # WebSockets over HTTP/2 (RFC 8441)
 
     def _make_ssl_context(self, http2):
