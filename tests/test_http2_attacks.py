@@ -360,6 +360,20 @@ def test_a_slow_reader_whose_window_keeps_opening_is_not_cut(stall_server):
     c.close()
 
 
+def test_a_connection_whose_socket_is_unread_is_closed_after_the_stall_timeout(stall_server):
+    """The window is open but the client reads nothing: the transport stays paused, so no
+    frame can reach the client; the connection is aborted and the app hears it."""
+    port = stall_server.port_number
+    c = Raw(port, settings={f.SettingsFrame.INITIAL_WINDOW_SIZE: 2**31 - 1})
+    c.send(f.WindowUpdateFrame(0, window_increment=2**31 - 1 - 65535))
+    c.send(c.headers(1, b"/big?parts=1024"))  # 64 MiB, more than the socket buffers hold
+    deadline = time.monotonic() + 15
+    while cut(port) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cut(port) == 1
+    c.close()
+
+
 def test_the_stall_timeout_can_be_off():
     proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
                         "--http2-stall-timeout", "off")

@@ -169,11 +169,11 @@ impl H2Protocol {
         Ok(())
     }
 
-    /// After a drive: a check of the stalled streams to arm, if one waits on the client
-    /// and none is armed.
+    /// A check of the stall timeout to arm, if a stream waits on the client's window or the
+    /// transport on the client's reading (after a drive, on `pause_writing`), and none is.
     pub(super) fn stall_check(&self, c: &mut H2Conn) -> Option<Out> {
         let timeout = self.state.get().http2.as_ref().and_then(|h| h.stall_timeout)?;
-        if c.stall_armed || c.closed || !c.core.stalled() {
+        if c.stall_armed || c.closed || !(c.core.stalled() || c.writing_paused) {
             return None;
         }
         c.stall_armed = true;
@@ -193,12 +193,15 @@ impl H2Protocol {
         Ok(())
     }
 
-    /// The stall timeout may have run out for a stream: those that waited on the client
-    /// that long with no byte moving are reset, and their apps hear that the client went.
+    /// The stall timeout may have run out: the streams that waited on the client's window
+    /// that long with no byte moving are reset, and their apps hear that the client went; a
+    /// transport whose writing stayed paused that long (the client reads nothing) is
+    /// aborted, as no frame can reach that client any more.
     pub(super) fn on_stall(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         let Some(timeout) = this.state.get().http2.as_ref().and_then(|h| h.stall_timeout) else { return Ok(()) };
+        let mut abort = None;
         let outs = {
             let mut c = this.lock(py)?;
             c.stall_timer = None;
@@ -209,7 +212,16 @@ impl H2Protocol {
             let mut events = Vec::new();
             // A bad value was refused by the settings; none here may panic either.
             let timeout = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::MAX);
-            let next = c.core.expire_stalled(timeout, &mut events);
+            let mut next = c.core.expire_stalled(timeout, &mut events);
+            if c.writing_paused {
+                let left = c.paused_since + timeout.as_secs_f64() - monotonic();
+                if left <= 0.0 {
+                    abort = c.transport.as_ref().map(|t| t.clone_ref(py));
+                } else {
+                    let left = Duration::try_from_secs_f64(left).unwrap_or(Duration::MAX);
+                    next = Some(next.map_or(left, |n| n.min(left)));
+                }
+            }
             let mut outs = Vec::new();
             this.handle(py, &mut c, events, &mut outs)?;
             if let Some(next) = next {
@@ -219,6 +231,9 @@ impl H2Protocol {
             outs
         };
         Self::run(slf, outs)?;
+        if let Some(t) = abort {
+            return t.call_method0(py, intern!(py, "abort")).map(drop);
+        }
         Self::pump(slf, None)
     }
 }

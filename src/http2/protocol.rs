@@ -39,6 +39,8 @@ pub struct H2Conn {
     pub tunnels: HashMap<u32, Tunnel>,
     pub lost: bool,
     pub writing_paused: bool,
+    /// When the transport last paused our writing (the client reads too little).
+    pub(super) paused_since: f64,
     /// The transport's reading is paused: more than `OUTPUT_CAP` of the client's input
     /// waits unread by `h2`.
     pub(super) reading_paused: bool,
@@ -156,6 +158,7 @@ impl H2Protocol {
                 tunnels: HashMap::new(),
                 lost: false,
                 writing_paused: false,
+                paused_since: 0.0,
                 reading_paused: false,
                 pumping: false,
                 flush_queued: false,
@@ -433,9 +436,14 @@ impl H2Protocol {
         Self::run(slf, outs)
     }
 
-    fn pause_writing(&self, py: Python<'_>) -> PyResult<()> {
-        self.lock(py)?.writing_paused = true;
-        Ok(())
+    fn pause_writing(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let arm = {
+            let mut c = slf.get().lock(slf.py())?;
+            c.writing_paused = true;
+            c.paused_since = monotonic();
+            slf.get().stall_check(&mut c)
+        };
+        Self::run(slf, arm.into_iter().collect())
     }
 
     fn resume_writing(slf: &Bound<'_, Self>) -> PyResult<()> {

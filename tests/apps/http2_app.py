@@ -1,7 +1,7 @@
 """The ASGI app tests/test_http2_attacks.py serves in a subprocess:
 
     GET /          "hello"
-    GET /big       1 MiB, in 64 KiB parts
+    GET /big       1 MiB, in 64 KiB parts (`?parts=N`: N of them)
     GET /cut       "<responses of /big cut short>" (the client went, or its stream was reset)
     GET /wait      waits until cancelled (counted in /count)
     POST /echo     the body sent back
@@ -24,7 +24,8 @@ async def app(scope, receive, send):
     if path == "/big":
         try:
             await send({"type": "http.response.start", "status": 200, "headers": []})
-            for _ in range(16):
+            parts = int(scope["query_string"].partition(b"parts=")[2] or 16)
+            for _ in range(parts):
                 await send({"type": "http.response.body", "body": b"b" * 65536, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
         except (asyncio.CancelledError, OSError):

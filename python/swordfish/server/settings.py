@@ -235,9 +235,10 @@ SETTINGS = [
       "connection is closed", least=0, least_allowed=False),
     S("http2_stall_timeout", float, 60.0, "HTTP/2: seconds a stream's response may wait on the client, "
       "with no byte sent, before the stream is reset", least=0, least_allowed=False, none_as="off",
-      doc="the client's flow-control window stays closed, or it reads nothing from its socket; the "
-          "stream is reset (CANCEL) and its app hears that the client went away; a response that waits "
-          "holds no more than `--http2-max-send-buffer-size`; as nginx's `send_timeout`"),
+      doc="a stream whose window stays closed is reset (CANCEL) and its app hears that the client went "
+          "away; a connection whose client reads nothing from its socket for as long is closed; a "
+          "response that waits holds no more than `--http2-max-send-buffer-size`; as nginx's "
+          "`send_timeout`"),
     S("access_log", bool, True, "one log line per request", doc="refused requests included"),
     S("access_log_format", str, None, "the access log line in gunicorn's atoms, e.g. "
       "'%(h)s \"%(r)s\" %(s)s %(b)s %(M)sms \"%(a)s\"'", metavar="FORMAT", normalise=_access_format,
