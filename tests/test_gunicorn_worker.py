@@ -1,8 +1,10 @@
 """`gunicorn -k swordfish.gunicorn.Worker`: gunicorn (from PyPI) as the process manager,
 swordfish serving in each worker. ASGI and WSGI apps, gunicorn's access log format, its
 signals (TERM graceful with a request in flight, HUP replacing the workers), its
---max-requests, its --timeout killing a worker whose loop is stuck, its limits and TLS."""
+--max-requests, its --timeout killing a worker whose loop is stuck, its limits, TLS, and
+HTTP/2 as gunicorn's own settings ask for it (ALPN over TLS, h2c)."""
 
+import asyncio
 import re
 import signal
 import ssl
@@ -13,6 +15,7 @@ import pytest
 
 from apps.serving import (DEADLINE, TESTS, ServeProcess, exchange, get, pid_of, read_rest, socket_to, split_response,
                            start_in_flight)
+from h2util import PREFACE, H2Client, tls_client_context
 from netutil import tls_files  # noqa: F401 (fixture)
 
 ASGI, WSGI = "apps.env_app:app", "apps.wsgi_app:app"
@@ -152,5 +155,65 @@ def test_tls(tls_files):  # noqa: F811
         ctx = ssl.create_default_context(cafile=cert)
         assert get(port, "/pid", ctx)[0] == 200
         assert re.search(r"Listening at: https://", srv.log())
+    finally:
+        srv.stop()
+
+
+def h2_get(port, path, tls=None):
+    async def main():
+        c = await H2Client.open(port, tls=tls)
+        try:
+            r = await c.request(b"GET", path.encode())
+            return r.status, r.body
+        finally:
+            c.close()
+
+    return asyncio.run(main())
+
+
+def test_http2_over_tls_when_gunicorn_offers_h2(tls_files):  # noqa: F811
+    cert, key = tls_files
+    srv = gunicorn(ASGI, "--certfile", cert, "--keyfile", key, "--http-protocols", "h2,h1")
+    try:
+        port = port_of(srv)
+        status, body = h2_get(port, "/pid", tls_client_context(cert))
+        assert status == 200 and int(body) > 0
+        # HTTP/1.1 still, for a client that offers only it.
+        assert get(port, "/pid", ssl.create_default_context(cafile=cert))[0] == 200
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("app", [ASGI, WSGI])
+def test_h2c_when_gunicorn_asks_for_it(app):
+    srv = gunicorn(app, "--http-protocols", "h2,h1", "--http2-cleartext", "prior-knowledge",
+                   "--http2-max-concurrent-streams", "7")
+    try:
+        port = port_of(srv)
+        status, body = h2_get(port, "/pid")
+        assert status == 200 and int(body) > 0
+
+        async def streams():
+            c = await H2Client.open(port)
+            await c.request(b"GET", b"/pid")
+            n = c.conn.remote_settings.max_concurrent_streams
+            c.close()
+            return n
+
+        assert asyncio.run(streams()) == 7
+    finally:
+        srv.stop()
+
+
+def test_no_http2_unless_gunicorn_asks_for_it():
+    """gunicorn's default `--http-protocols h1`: a client's HTTP/2 preface is not served."""
+    srv = gunicorn(ASGI)
+    try:
+        port = port_of(srv)
+        with socket_to(port) as s:
+            s.sendall(PREFACE)
+            answer = read_rest(s)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:80]
+        assert get(port, "/pid")[0] == 200
     finally:
         srv.stop()

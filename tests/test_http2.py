@@ -66,6 +66,24 @@ def test_http11_still_served_beside_http2(loop):
     run(loop, main())
 
 
+def test_an_h2c_upgrade_over_the_http2_header_limit_is_served_as_http11(loop):
+    """Its header list is more than `--http2-max-headers-size`: HTTP/2 would refuse it, so it
+    is not upgraded, and HTTP/1.1's limits judge it."""
+    upgrade = (b"GET /up HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+               b"HTTP2-Settings: AAMAAABk\r\n")
+
+    async def main():
+        async with serving(probe_app, http2_max_headers_size=400) as server:
+            for extra, status in ((b"", 101), (b"X-Long: " + b"v" * 500 + b"\r\n", 200)):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port_of(server))
+                writer.write(upgrade + extra + b"\r\n")
+                line = await reader.readline()
+                assert line.startswith(b"HTTP/1.1 %d " % status), line
+                writer.close()
+
+    run(loop, main())
+
+
 def test_http_1_does_not_serve_http2(loop):
     async def main():
         async with serving(probe_app, http="1") as server:

@@ -15,7 +15,7 @@ shift || true
 exe=$(tools/find-python "$python")
 seconds=${FUZZ_SECONDS:-60}
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(http_head chunked proxy_protocol ws_reader ws_inflate static_files)
+[ ${#targets[@]} -eq 0 ] && targets=(http_head chunked proxy_protocol ws_reader ws_inflate static_files h2_server h2_upgrade)
 
 export PYO3_PYTHON=$exe
 libdir=$("$exe" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')

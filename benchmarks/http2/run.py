@@ -161,35 +161,42 @@ class Server:
 
 
 def h2load(server, path, body_file, conns, streams, seconds, requests=None):
-    """One h2load run: req/s, the failures, p99 of the request times (ms)."""
+    """One h2load run: req/s, the failures, and the p50/p99 and max of the request times
+    (ms), from h2load's per-request log (its summary has no percentiles)."""
     cmd = pin(CLIENT_CPU) + ["h2load", "-t", "1", "-c", str(conns), "-m", str(streams)]
     if server.h1:
         cmd += ["--h1", "-m", "1"]
     cmd += ["-n", str(requests)] if requests else ["-D", f"{seconds:g}", "--warm-up-time", "1"]
     if body_file:
         cmd += ["-d", body_file]
-    try:
-        out = subprocess.run(cmd + [server.url + path], capture_output=True, text=True, timeout=120).stdout
-    except subprocess.TimeoutExpired:
-        return {}
+    with tempfile.NamedTemporaryFile(suffix=".log") as log:
+        try:
+            out = subprocess.run(cmd + ["--log-file", log.name, server.url + path], capture_output=True, text=True,
+                                 timeout=120).stdout
+        except subprocess.TimeoutExpired:
+            return {}
+        times = request_times(log.name)
     done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
     rate = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
-    p99 = None
-    # "time for request:  min  max  mean  sd  +/- sd": no percentiles; the max of the
-    # request times bounds the tail (h2load has no p99).
-    times = re.search(r"time for request:\s+\S+\s+(\S+)\s+(\S+)", out)
-    if times:
-        p99 = _ms(times.group(1))
     ok = bool(done) and int(done.group(2)) > 0 and int(done.group(1)) == int(done.group(2))
-    return {"ok": ok, "rps": float(rate.group(1)) if rate else 0.0, "max_ms": p99,
+    return {"ok": ok, "rps": float(rate.group(1)) if rate else 0.0, **times,
             "failed": int(done.group(1)) - int(done.group(2)) if done else None}
 
 
-def _ms(text):
-    m = re.match(r"([\d.]+)(us|ms|s)", text)
-    if not m:
-        return None
-    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+def request_times(path):
+    """p50, p99 and max (ms) of the requests h2load logged: a line per request, its start
+    (µs since the epoch), its status and its time (µs), tab-separated."""
+    times = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split("\t")
+            if len(parts) >= 3 and parts[1].strip().isdigit() and int(parts[1]) > 0:
+                times.append(int(parts[2]) / 1000)
+    if not times:
+        return {}
+    times.sort()
+    at = lambda q: times[min(len(times) - 1, int(q * len(times)))]  # noqa: E731
+    return {"p50_ms": at(0.50), "p99_ms": at(0.99), "max_ms": times[-1]}
 
 
 async def _idle(port, n, tls):
@@ -308,6 +315,21 @@ def tables(meta, records):
                 peer = best_peer(i, SERVERS[s][2])
                 ratio = f" ({c / peer:.2f}x)" if c and peer and s.startswith("swordfish") else ""
                 texts.append("–" if c is None else f"{c / 1000:.1f}k{ratio}")
+            out.append(f"| {SERVERS[s][1]} | " + " | ".join(texts) + " |")
+        out.append(f"\n{shape}: p99 of the request times (ms; p50 in brackets), medians of the rounds\n")
+        out.append("| server | " + " | ".join(WORKLOADS) + " |")
+        out.append("|---|" + "---:|" * len(WORKLOADS))
+        for s, _ in rows:
+            texts = []
+            for w in WORKLOADS:
+                runs = [r for r in records if r.get("server") == s and r.get("workload") == w
+                        and r.get("shape") == shape and r.get("ok") and "p99_ms" in r]
+                if not runs:
+                    texts.append("–")
+                    continue
+                p99 = statistics.median(r["p99_ms"] for r in runs)
+                p50 = statistics.median(r["p50_ms"] for r in runs)
+                texts.append(f"{p99:.2f} ({p50:.2f})")
             out.append(f"| {SERVERS[s][1]} | " + " | ".join(texts) + " |")
     idle = [(r["server"], r["idle_kib"], r["idle_n"]) for r in records if "idle_kib" in r]
     if idle:

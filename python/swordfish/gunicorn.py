@@ -10,7 +10,11 @@ honoured: the sockets (`--bind`, `--backlog`), `--keep-alive`, `--graceful-timeo
 `--max-requests` (with its jitter), `--limit-request-line`, `--limit-request-fields`,
 `--limit-request-field-size`, `--forwarded-allow-ips`, `--threads` (a WSGI app's threads,
 when set above 1), the TLS options, `--access-logfile` with `--access-log-format` (the same
-atoms), `--log-level` and the error log. The worker answers the arbiter's heartbeat from
+atoms), `--log-level` and the error log, and (gunicorn 25+) HTTP/2: `--http-protocols`
+(`h2` served by ALPN over TLS), `--http2-cleartext` (h2c; swordfish takes both the preface
+and `Upgrade: h2c` when either is asked for, and a WSGI app is then served on the loop, as
+the thread engine serves HTTP/1.1 only), `--http2-max-concurrent-streams`,
+`--http2-initial-window-size`, `--http2-max-frame-size` and `--http2-max-header-list-size`. The worker answers the arbiter's heartbeat from
 its loop every `--timeout` / 2 seconds, so a worker whose loop is stuck is killed and
 replaced; SIGTERM stops it gracefully, SIGINT and SIGQUIT at once, SIGUSR1 reopens the log
 files, and a worker whose arbiter went away stops. A WSGI app is served as `--wsgi-engine
@@ -39,6 +43,22 @@ UNLIMITED = 1 << 20
 
 def _limit(value):
     return value if value > 0 else UNLIMITED
+
+
+def _http2(cfg):
+    """gunicorn's HTTP/2 settings (25+; none before) as swordfish's: `--http` and the
+    `--http2-*` options, and whether h2c is asked for."""
+    protocols = set(getattr(cfg, "http_protocols", None) or ["h1"])
+    cleartext = getattr(cfg, "http2_cleartext", "off") != "off"
+    if "h2" not in protocols or not (cfg.is_ssl or cleartext):
+        return {"http": "1"}, False
+    return {
+        "http": "auto" if "h1" in protocols else "2",
+        "http2_max_concurrent_streams": cfg.http2_max_concurrent_streams,
+        "http2_initial_stream_window_size": cfg.http2_initial_window_size,
+        "http2_max_frame_size": cfg.http2_max_frame_size,
+        "http2_max_headers_size": _limit(cfg.http2_max_header_list_size),
+    }, cleartext and not cfg.is_ssl
 
 
 class Worker(_GunicornWorker):
@@ -79,6 +99,10 @@ class Worker(_GunicornWorker):
                            ssl_cert_reqs=CERT_REQS.get(cfg.cert_reqs, "none"), ssl_ciphers=cfg.ciphers)
         if options["log_level"] not in ("critical", "error", "warning", "info", "debug"):
             options["log_level"] = "info"
+        http2, h2c = _http2(cfg)
+        options.update(http2)
+        if h2c:
+            options["wsgi_engine"] = "loop"  # ThreadWorker's CONFIG says otherwise
         return Config(self.wsgi, **{**options, **self.CONFIG})
 
     def init_signals(self):

@@ -96,8 +96,9 @@ impl HttpProtocol {
                 }
                 Next::Head(head) => {
                     if let (Some(h2), true, false) = (&state.http2, head.upgrade, c.https) {
-                        let max_frame = h2.max_frame_size as usize;
-                        if let Some(frames) = crate::http2::upgrade::stream_one(&c.rbuf, &head, max_frame) {
+                        let (max_frame, max_headers) = (h2.max_frame_size as usize, h2.max_headers_size as usize);
+                        let frames = crate::http2::upgrade::stream_one(&c.rbuf, &head, max_frame, max_headers);
+                        if let Some(frames) = frames {
                             c.rbuf.drain(..head.len);
                             c.phase = Phase::Upgraded;
                             c.stop_timer(acts);

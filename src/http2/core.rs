@@ -675,6 +675,87 @@ fn read_file(s: &mut Stream, max_buffer: usize) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::parse::{find_head_end, parse_head, Limits};
+
+    fn settings() -> Settings {
+        Settings {
+            max_concurrent_streams: 100,
+            initial_stream_window_size: 1 << 20,
+            initial_connection_window_size: 1 << 20,
+            max_frame_size: 16384,
+            max_headers_size: 32768,
+            max_send_buffer_size: 400 * 1024,
+            keep_alive_interval: None,
+            keep_alive_timeout: 20.0,
+            stall_timeout: Some(60.0),
+            only: false,
+            connect_protocol: false,
+        }
+    }
+
+    /// A client's preface, its SETTINGS with a stream window of `window`, and a GET on
+    /// stream 1 (the frames an h2c upgrade of the same request makes).
+    fn client(window: u32) -> Vec<u8> {
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: \r\n\r\n";
+        let limits =
+            Limits { request_line: 8190, header_size: 8190, field_size: 8190, header_count: 100, body_size: 0 };
+        let end = find_head_end(raw, &limits).ok().flatten().expect("a head");
+        let head = parse_head(raw, end, &limits).expect("a head");
+        let get = super::super::upgrade::stream_one(raw, &head, 16384, 32768).expect("stream 1");
+        let mut settings = vec![0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4];
+        settings.extend_from_slice(&window.to_be_bytes());
+        [super::super::PREFACE, &settings, &get].concat()
+    }
+
+    /// Whether `out` holds RST_STREAM on stream 1 with CANCEL.
+    fn cancels_stream_one(out: &[u8]) -> bool {
+        let mut at = 0;
+        while at + 9 <= out.len() {
+            let len = u32::from_be_bytes([0, out[at], out[at + 1], out[at + 2]]) as usize;
+            if out[at + 3] == 0x3 && out[at + 5..at + 9] == [0, 0, 0, 1] && out[at + 9..at + 9 + len] == [0, 0, 0, 8] {
+                return true;
+            }
+            at += 9 + len;
+        }
+        false
+    }
+
+    #[test]
+    fn a_response_stalled_on_a_closed_window_is_reset_once_due() {
+        let mut core = H2Core::new(&settings(), 1 << 20);
+        core.push(&client(0));
+        let mut events = Vec::new();
+        core.drive(&mut events);
+        assert_eq!(events, vec![Event::Request(1)]);
+        assert!(core.send_head(1, http::Response::new(()), false).is_ok());
+        assert_eq!(core.send_data(1, Bytes::from_static(b"body"), true), Ok(false));
+        core.drive(&mut events);
+        assert!(core.stalled());
+        events.clear();
+        // Not yet due: the time left comes back, and the stream stays.
+        let left = core.expire_stalled(Duration::from_secs(60), &mut events);
+        assert!(left.is_some_and(|l| l > Duration::from_secs(59)) && events.is_empty());
+        assert!(!cancels_stream_one(&core.take_output()));
+        // Due: reset with CANCEL and reported.
+        assert_eq!(core.expire_stalled(Duration::ZERO, &mut events), None);
+        assert_eq!(events, vec![Event::Reset(1)]);
+        core.drive(&mut events);
+        assert!(!core.stalled() && cancels_stream_one(&core.take_output()));
+    }
+
+    #[test]
+    fn a_response_the_window_takes_never_stalls() {
+        let mut core = H2Core::new(&settings(), 1 << 20);
+        core.push(&client(65535));
+        let mut events = Vec::new();
+        core.drive(&mut events);
+        assert!(core.send_head(1, http::Response::new(()), false).is_ok());
+        assert_eq!(core.send_data(1, Bytes::from_static(b"body"), true), Ok(false));
+        core.drive(&mut events);
+        assert!(!core.stalled());
+        assert_eq!(core.expire_stalled(Duration::ZERO, &mut events), None);
+        assert!(!events.contains(&Event::Reset(1)));
+    }
 
     #[test]
     fn chunks_copy_out_whole_and_in_order() {

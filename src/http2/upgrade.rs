@@ -59,8 +59,10 @@ fn literal(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// The frames of stream 1 for the upgrade request in `buf` (its `head`), if it asks for h2c
 /// and has no body: HEADERS with END_STREAM, and CONTINUATION frames if the header block is
-/// longer than `max_frame` bytes.
-pub fn stream_one(buf: &[u8], head: &Head, max_frame: usize) -> Option<Vec<u8>> {
+/// longer than `max_frame` bytes. A request whose header list is over `max_headers` (as RFC
+/// 9113 §6.5.2 counts it) is not upgraded: HTTP/1.1's limits judge it, where HTTP/2's would
+/// refuse it, and `h2` takes that many CONTINUATION frames for a flood.
+pub fn stream_one(buf: &[u8], head: &Head, max_frame: usize, max_headers: usize) -> Option<Vec<u8>> {
     let field = |r: &std::ops::Range<usize>| buf.get(r.clone()).unwrap_or_default();
     let fields = || head.headers.iter().map(|(n, v)| (field(n), field(v)));
     fn values<'a>(
@@ -81,17 +83,25 @@ pub fn stream_one(buf: &[u8], head: &Head, max_frame: usize) -> Option<Vec<u8>> 
         return None;
     }
     let mut block = Vec::with_capacity(head.len);
-    literal(&mut block, b":method", field(&head.method));
-    literal(&mut block, b":scheme", b"http");
-    literal(&mut block, b":path", target);
+    let mut list = 0;
+    let mut add = |name: &[u8], value: &[u8]| {
+        list += name.len() + value.len() + 32;
+        literal(&mut block, name, value);
+    };
+    add(b":method", field(&head.method));
+    add(b":scheme", b"http");
+    add(b":path", target);
     if let Some(host) = named(b"host").next() {
-        literal(&mut block, b":authority", host);
+        add(b":authority", host);
     }
     for (n, v) in fields() {
         if dropped(n) || (n.eq_ignore_ascii_case(b"te") && !v.trim_ascii().eq_ignore_ascii_case(b"trailers")) {
             continue;
         }
-        literal(&mut block, n, v);
+        add(n, v);
+    }
+    if list > max_headers {
+        return None;
     }
     let mut out = Vec::with_capacity(block.len() + 18);
     let max_frame = max_frame.max(1);
@@ -150,21 +160,23 @@ mod tests {
     #[test]
     fn only_a_bodiless_h2c_upgrade_is_taken() {
         let ok = b"GET /x?y=1 HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\nX-A: 1\r\n\r\n";
-        let frames = stream_one(ok, &head(ok), 16384).expect("upgraded");
+        let frames = stream_one(ok, &head(ok), 16384, 32768).expect("upgraded");
         assert_eq!(&frames[3..9], &[0x1, 0x5, 0, 0, 0, 1]);
         let no_settings = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
-        assert!(stream_one(no_settings, &head(no_settings), 16384).is_none());
+        assert!(stream_one(no_settings, &head(no_settings), 16384, 32768).is_none());
         let body = b"POST / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: \r\nContent-Length: 3\r\n\r\nabc";
-        assert!(stream_one(body, &head(body), 16384).is_none());
+        assert!(stream_one(body, &head(body), 16384, 32768).is_none());
         let websocket = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: websocket\r\nHTTP2-Settings: \r\n\r\n";
-        assert!(stream_one(websocket, &head(websocket), 16384).is_none());
+        assert!(stream_one(websocket, &head(websocket), 16384, 32768).is_none());
     }
 
     #[test]
     fn a_long_header_block_continues() {
         let long = "v".repeat(300);
         let raw = format!("GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: \r\nX-Long: {long}\r\n\r\n");
-        let frames = stream_one(raw.as_bytes(), &head(raw.as_bytes()), 100).expect("upgraded");
+        let frames = stream_one(raw.as_bytes(), &head(raw.as_bytes()), 100, 32768).expect("upgraded");
+        // Over the header list's limit: not upgraded.
+        assert!(stream_one(raw.as_bytes(), &head(raw.as_bytes()), 100, 400).is_none());
         let mut kinds = Vec::new();
         let mut at = 0;
         while at < frames.len() {
