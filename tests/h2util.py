@@ -54,15 +54,20 @@ class Response:
 
 
 class H2Client:
-    """One HTTP/2 connection. `settings`: the client's SETTINGS (window sizes, say)."""
+    """One HTTP/2 connection. `settings`: the client's SETTINGS (window sizes, say);
+    `preface_sent`: the start of the preface, written already by the caller."""
 
-    def __init__(self, reader, writer, settings=None, auto_window=True):
+    def __init__(self, reader, writer, settings=None, auto_window=True, preface_sent=b""):
         self.reader, self.writer = reader, writer
         config = h2.config.H2Configuration(client_side=True, header_encoding=None)
         self.conn = h2.connection.H2Connection(config=config)
         if settings:
             self.conn.local_settings = h2.settings.Settings(client=True, initial_values=settings)
         self.conn.initiate_connection()
+        if preface_sent:
+            first = self.conn.data_to_send()
+            assert first.startswith(preface_sent)
+            self.writer.write(first[len(preface_sent):])
         self.responses = {}
         self.events = []
         self.goaway = None

@@ -1,19 +1,23 @@
-"""WSGI apps over HTTP/2, served by the loop (the thread engine serves HTTP/1.1 only):
-the environ of a stream, request bodies through `wsgi.input` with the stream's flow
-control, streamed and file responses, errors; ALPN `h2` over TLS, h2c under `--http 2`
-(which has the loop serve even where the thread engine would). Flask and Werkzeug through
+"""WSGI apps over HTTP/2, served by the loop (the thread engine serves HTTP/1.1, and moves
+a connection that opens with HTTP/2's preface to the loop): the environ of a stream, request
+bodies through `wsgi.input` with the stream's flow control, streamed and file responses,
+errors; ALPN `h2` over TLS, h2c under `--http 2` (which has the loop serve even where the
+thread engine would), h2c beside the thread engine. Flask and Werkzeug through
 httpx's HTTP/2 client: the tests of tests/test_wsgi_frameworks.py that hold for any HTTP
 version run again here, on clients that check every response came over HTTP/2."""
 
 import asyncio
 import hashlib
 import logging
+import threading
+import time
 
 import h2.errors
+import hyperframe.frame
 import pytest
 
-from h2util import H2Client, tls_client_context
-from httputil import port_of, run, serving
+from h2util import PREFACE, H2Client, read_frames, tls_client_context
+from httputil import port_of, read_response, run, serving
 from netutil import tls_files  # noqa: F401 (fixture)
 # The fixtures, and the tests that hold for any HTTP version: collected here, where the
 # `http2` fixture below makes their clients speak HTTP/2.
@@ -157,3 +161,76 @@ def test_http_2_has_the_loop_serve_wsgi(loop, caplog):
     run(loop, main())
     messages = [r.getMessage() for r in caplog.records]
     assert "WSGI served by the loop" in messages, messages
+
+
+def thread_app(environ, start_response):
+    """The HTTP version, and the name of the thread the app runs on (the engine's are
+    `swordfish-wsgi-N`, the loop's pool's `swordfish-wsgi`)."""
+    if environ["QUERY_STRING"].startswith("sleep="):
+        time.sleep(float(environ["QUERY_STRING"][6:]))
+    with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+        name = f.read().strip()
+    start_response("200 OK", [("content-type", "text/plain")])
+    return [f"{environ['SERVER_PROTOCOL']} {name}".encode()]
+
+
+def test_the_thread_engine_moves_h2c_to_the_loop(loop):
+    async def http11(port, head):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(head)
+        r = await read_response(reader)
+        writer.close()
+        return r
+
+    async def main():
+        async with serving(thread_app, interface="wsgi", wsgi_engine="threads", threads=2) as server:
+            port = port_of(server)
+            r = await http11(port, b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert r.status == 200 and r.body.decode().startswith("HTTP/1.1 swordfish-wsgi-"), r.body
+            # The preface: the connection moves to the loop, which serves HTTP/2.
+            c = await H2Client.open(port)
+            ids = [c.send(b"GET", b"/%d" % i) for i in range(10)]
+            for sid in ids:
+                r = await c.response(sid)
+                assert (r.status, r.body) == (200, b"HTTP/2 swordfish-wsgi")
+            # The preface in pieces: the engine waits for the whole of it.
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(PREFACE[:7])
+            await writer.drain()
+            await asyncio.sleep(0.05)  # the rest arrives apart (the test holds either way)
+            c2 = H2Client(reader, writer, preface_sent=PREFACE[:7])
+            r = await c2.request(b"GET", b"/")
+            assert (r.status, r.body) == (200, b"HTTP/2 swordfish-wsgi")
+            # `Upgrade: h2c` is not taken on the engine: HTTP/1.1 answers.
+            r = await http11(port, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                                   b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABk\r\n\r\n")
+            assert r.status == 200 and r.body.decode().startswith("HTTP/1.1 swordfish-wsgi-")
+            c.close()
+            c2.close()
+
+    run(loop, main())
+
+
+def test_a_moved_connection_finishes_its_streams_on_graceful_shutdown(loop):
+    async def main():
+        async with serving(thread_app, interface="wsgi", wsgi_engine="threads", threads=2) as server:
+            c = await H2Client.open(port_of(server))
+            c.send(b"GET", b"/?sleep=0.3")
+            await c.pump()  # the server's SETTINGS
+            await asyncio.sleep(0.1)  # the app is running (it sleeps 0.3 s)
+            server.shutdown()
+            goaways, data = 0, b""
+            while True:  # frames read raw: the client library takes no PING after a GOAWAY
+                frame = await read_frames(c.reader)
+                if isinstance(frame, hyperframe.frame.GoAwayFrame):
+                    goaways += 1
+                elif isinstance(frame, hyperframe.frame.PingFrame) and "ACK" not in frame.flags:
+                    c.writer.write(hyperframe.frame.PingFrame(0, frame.opaque_data, flags=["ACK"]).serialize())
+                elif isinstance(frame, hyperframe.frame.DataFrame):
+                    data += frame.data
+                    if "END_STREAM" in frame.flags:
+                        break
+            assert goaways >= 1 and data == b"HTTP/2 swordfish-wsgi"
+            assert await asyncio.wait_for(c.reader.read(), 5) == b""
+
+    run(loop, main())

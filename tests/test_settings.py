@@ -43,6 +43,7 @@ EXAMPLES = {
     "http2_max_send_buffer_size": (["--http2-max-send-buffer-size", "65536"], 65536),
     "http2_keep_alive_interval": (["--http2-keep-alive-interval", "30"], 30.0),
     "http2_keep_alive_timeout": (["--http2-keep-alive-timeout", "5"], 5.0),
+    "http2_stall_timeout": (["--http2-stall-timeout", "off"], None),
     "access_log": (["--no-access-log"], False),
     "access_log_format": (["--access-log-format", '%(h)s "%(r)s" %(s)s'], '%(h)s "%(r)s" %(s)s'),
     "log_level": (["--log-level", "debug"], "debug"),

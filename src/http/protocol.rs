@@ -30,6 +30,9 @@ use std::sync::atomic::Ordering;
 pub struct HttpProtocol {
     pub state: Py<HttpServerState>,
     pub conn: GilCell<Conn>,
+    /// A connection the WSGI thread engine accepted and moved here, with what it read
+    /// (`WsgiEngine`'s `handoff`): counted already, and its bytes are read first.
+    moved: bool,
 }
 
 impl HttpProtocol {
@@ -224,9 +227,17 @@ const FIRST_REQUEST_GRACE: f64 = 1.0;
 
 #[pymethods]
 impl HttpProtocol {
+    /// `HttpProtocol(state, early=None)`: `early`, the bytes of a connection the WSGI
+    /// thread engine moved here.
     #[new]
-    fn new(state: Py<HttpServerState>) -> Self {
-        HttpProtocol { state, conn: GilCell::new(Conn::new(Link::default())) }
+    #[pyo3(signature = (state, early=None))]
+    fn new(state: Py<HttpServerState>, early: Option<Vec<u8>>) -> Self {
+        let mut conn = Conn::new(Link::default());
+        let moved = early.is_some();
+        if let Some(early) = early {
+            conn.rbuf = early;
+        }
+        HttpProtocol { state, conn: GilCell::new(conn), moved }
     }
 
     fn connection_made(slf: &Bound<'_, Self>, transport: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -277,7 +288,7 @@ impl HttpProtocol {
             None => false,
         };
         state.connections.bind(py).add(slf)?;
-        if let Some(m) = state.metrics() {
+        if let (Some(m), false) = (state.metrics(), this.moved) {
             m.connection_opened();
         }
         let st = &state.settings;
@@ -306,7 +317,12 @@ impl HttpProtocol {
                 c.set_timer(TimerKind::Header, st.timeout_header.min(FIRST_REQUEST_GRACE), &mut acts);
             }
         }
-        Self::run_acts(slf, acts)
+        Self::run_acts(slf, acts)?;
+        if this.moved {
+            // What the engine read is served before anything the socket has now.
+            Self::feed(slf, &[])?;
+        }
+        Ok(())
     }
 
     fn data_received(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {

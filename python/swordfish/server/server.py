@@ -248,7 +248,9 @@ class Server:
                 logger.info("WSGI served by %s", "the thread engine" if threaded else "the loop")
             if self.board is not None:
                 board = ConnectionBoard.attach(self.board[0])
-                count = (lambda: self._engine.connections) if threaded else (lambda: len(state.connections))
+                # The engine's connections, and those it moved to the loop (HTTP/2).
+                count = ((lambda: self._engine.connections + len(state.connections)) if threaded
+                         else (lambda: len(state.connections)))
                 gate = AcceptGate(board, self.board[1], count)
             try:
                 await self._listen(loop, ConnectionFactory(state, self.multiprocess, gate), sockets,
@@ -258,9 +260,11 @@ class Server:
                     for sock in self.sockets:
                         with socket.fromfd(sock.fileno(), sock.family, sock.type) as dup:
                             dup.listen(config.backlog)
+                    handoff = self._handoff(loop, state) if config.serves_http2() else None
                     self._engine = _native.WsgiEngine(app, state, self.sockets,
                                                       environ=environ_template(config, self.multiprocess),
-                                                      threads=config.threads, logger=logger, board=self.board)
+                                                      threads=config.threads, logger=logger, board=self.board,
+                                                      handoff=handoff)
             except OSError as exc:
                 logger.error("%s", exc)
                 self.exit_code = 1
@@ -497,18 +501,45 @@ class Server:
         timeout = self.config.timeout_graceful_shutdown
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        # Polled, as on the loop's path; a connection busy at one look is shut down at the next.
+        # Polled, as on the loop's path; a connection busy at one look is shut down at the
+        # next. The connections the engine moved to the loop (HTTP/2) are the loop's.
         engine.shutdown()
-        self._log_retiring(engine.connections)
-        while engine.connections or state.active_requests:
+        for conn in list(state.connections):
+            conn.shutdown()
+        self._log_retiring(engine.connections + len(state.connections))
+        while engine.connections or state.connections or state.active_requests:
             if deadline is not None and loop.time() >= deadline:
-                logger.warning("graceful shutdown timed out: closing %d connections", engine.connections)
+                logger.warning("graceful shutdown timed out: closing %d connections",
+                               engine.connections + len(state.connections))
                 engine.abort()
+                for conn in list(state.connections):
+                    conn.abort()
                 break
             await asyncio.sleep(0.02)
             engine.shutdown()
         self._stop_wsgi_threads(engine.stop)
         await self._close_servers()
+
+    @staticmethod
+    def _handoff(loop, state):
+        """The WSGI thread engine's `handoff(fd, data)`: a connection that opened with
+        HTTP/2's preface is served on the loop, which serves HTTP/2 (the engine serves
+        HTTP/1.1), by a protocol that reads what the engine read first. Called on an engine
+        thread; the connection is made on the loop's."""
+        def adopt(fd, data):
+            sock = socket.socket(fileno=fd)
+            try:
+                task = loop.create_task(loop.connect_accepted_socket(lambda: _native.HttpProtocol(state, data), sock))
+            except BaseException:
+                sock.close()
+                raise
+            # A client gone before the transport was made: nothing to serve.
+            task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or sock.close())
+
+        def handoff(fd, data):
+            loop.call_soon_threadsafe(adopt, fd, data)
+
+        return handoff
 
     def _log_retiring(self, connections):
         if self._retiring:

@@ -13,6 +13,8 @@ use crate::http::reading::{Next, READ_HIGH_WATER};
 use crate::http::settings::Settings;
 use crate::wsgi::pool::PREFETCH;
 use mio::{Interest, Token};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +25,9 @@ pub enum Pumped {
     Ready,
     /// Nothing to do until the socket has more, or takes more.
     Idle,
+    /// The client opened with HTTP/2's preface (h2c with prior knowledge): the loop serves
+    /// HTTP/2, so the connection moves there (`Engine::hand_off`).
+    HandOff,
 }
 
 /// Whether the body of `head` (at the start of `rbuf`) has come far enough for the app: all
@@ -52,8 +57,18 @@ impl Engine {
     pub fn pump(&self, slot: &Slot, c: &mut Conn) -> Pumped {
         let st = self.settings();
         let mut acts = Vec::new();
+        let http2 = self.handoff.is_some();
         loop {
-            if c.objects.head.is_none() && c.objects.unwritten() < READ_HIGH_WATER {
+            // Before the first request: HTTP/2's preface, or the start of it.
+            let mut preface = false;
+            if http2 && c.gen == 0 && c.objects.head.is_none() {
+                match crate::http2::preface(&c.rbuf) {
+                    crate::http2::Preface::Whole => return Pumped::HandOff,
+                    crate::http2::Preface::Partial => preface = true,
+                    crate::http2::Preface::No => {}
+                }
+            }
+            if !preface && c.objects.head.is_none() && c.objects.unwritten() < READ_HIGH_WATER {
                 match c.next(st, &mut acts) {
                     Next::Head(head) => c.objects.head = Some(head),
                     // PROXY headers are served on the loop (the trusted hosts are Python's).
@@ -198,6 +213,48 @@ impl Engine {
         self.forget(slot.token);
     }
 
+    /// Take the connection out of the engine for the loop: a duplicate of its descriptor
+    /// and what it read (its preface onwards); the engine's own descriptor closes with its
+    /// slot. It stays counted as open (the loop's protocol does not count it again).
+    fn hand_off(&self, slot: &Slot, c: &mut Conn) -> Option<(std::os::fd::OwnedFd, Vec<u8>)> {
+        let fd = c.objects.stream.duplicate();
+        c.objects.closed = true;
+        c.phase = Phase::Lost;
+        slot.timer_seq.fetch_add(1, Ordering::Relaxed);
+        let _ = self.registry.deregister(c.objects.stream.source());
+        self.forget(slot.token);
+        match fd {
+            Ok(fd) => Some((fd, std::mem::take(&mut c.rbuf))),
+            Err(_) => {
+                // No descriptor to spare: the client is refused as on a full accept queue.
+                c.objects.stream.shutdown();
+                if let Some(m) = self.settings().metrics() {
+                    m.connection_closed();
+                }
+                None
+            }
+        }
+    }
+
+    /// Give a connection taken out by `hand_off` to the loop (`handoff(fd, data)`, which
+    /// schedules it there); if that fails, the descriptor closes here.
+    fn adopt(&self, fd: std::os::fd::OwnedFd, data: Vec<u8>) {
+        use std::os::fd::IntoRawFd;
+        let Some(handoff) = &self.handoff else { return };
+        Python::attach(|py| {
+            let raw = fd.into_raw_fd();
+            if let Err(e) = handoff.call1(py, (raw, PyBytes::new(py, &data))) {
+                // SAFETY: `raw` came from `into_raw_fd` just above and the call that failed
+                // did not take it.
+                drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
+                if let Some(m) = self.settings().metrics() {
+                    m.connection_closed();
+                }
+                e.write_unraisable(py, None);
+            }
+        });
+    }
+
     /// Owned: write, read and parse until a request is ready (returned, still owned) or
     /// there is nothing to do; then let the connection go. `event`: the socket reported
     /// something since it was last read to its end.
@@ -212,6 +269,14 @@ impl Engine {
                 c.objects.drained = false;
             }
             let ready = if self.flush(&mut c) { self.pump(&slot, &mut c) } else { lost(&mut c) };
+            if let Pumped::HandOff = ready {
+                let moved = self.hand_off(&slot, &mut c);
+                drop(c);
+                if let Some((fd, data)) = moved {
+                    self.adopt(fd, data);
+                }
+                return None;
+            }
             // What the reading staged (a refusal) goes out now.
             if !self.flush(&mut c) {
                 lost(&mut c);

@@ -9,7 +9,8 @@
 //! once. docs/design.md, "A request path without hand-offs", has the measurements.
 //!
 //! It serves plain TCP and Unix sockets; TLS and PROXY headers stay on the loop's path
-//! (the server picks it for them), since both need Python objects per connection.
+//! (the server picks it for them), since both need Python objects per connection. So does
+//! HTTP/2: a connection that opens with its preface is moved to the loop (`handoff`).
 
 mod gate;
 mod io;
@@ -93,6 +94,9 @@ pub struct Engine {
     /// asks the holder to let it go.
     switch_interval: Duration,
     open: AtomicUsize,
+    /// Where a connection that opens with HTTP/2's preface goes (`handoff(fd, data)`: the
+    /// loop serves HTTP/2); None where HTTP/2 is not served.
+    handoff: Option<Py<PyAny>>,
 }
 
 impl Engine {
@@ -177,10 +181,12 @@ impl Engine {
     }
 }
 
-/// `WsgiEngine(app, state, listeners, *, environ, threads, logger, board=None)`: serves
-/// `app` on the listening sockets given (Python socket objects; the engine takes duplicates
-/// of their descriptors) with `threads` threads, under the settings of `state`; `board`:
-/// (descriptor, slot) of the supervisor's connection board, for a worker.
+/// `WsgiEngine(app, state, listeners, *, environ, threads, logger, board=None,
+/// handoff=None)`: serves `app` on the listening sockets given (Python socket objects; the
+/// engine takes duplicates of their descriptors) with `threads` threads, under the settings
+/// of `state`; `board`: (descriptor, slot) of the supervisor's connection board, for a
+/// worker; `handoff(fd, data)`: takes a connection that opened with HTTP/2's preface (its
+/// descriptor and what it sent) to the loop, where HTTP/2 is served.
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct WsgiEngine {
     engine: Arc<Engine>,
@@ -211,7 +217,8 @@ fn listener(sock: &Bound<'_, PyAny>) -> PyResult<Listener> {
 #[pymethods]
 impl WsgiEngine {
     #[new]
-    #[pyo3(signature = (app, state, listeners, *, environ, threads, logger, board=None))]
+    #[pyo3(signature = (app, state, listeners, *, environ, threads, logger, board=None, handoff=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         app: Py<PyAny>,
         state: Py<HttpServerState>,
@@ -220,6 +227,7 @@ impl WsgiEngine {
         threads: usize,
         logger: Py<PyAny>,
         board: Option<(RawFd, usize)>,
+        handoff: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let poll = mio::Poll::new().map_err(os_error)?;
         let registry = poll.registry().try_clone().map_err(os_error)?;
@@ -255,6 +263,7 @@ impl WsgiEngine {
             stop: AtomicBool::new(false),
             switch_interval: Duration::try_from_secs_f64(interval).unwrap_or(Duration::from_millis(5)),
             open: AtomicUsize::new(0),
+            handoff,
         });
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {

@@ -80,6 +80,16 @@ impl Stream {
         }
     }
 
+    /// A second descriptor of the connection, for the loop to serve it on (the engine's
+    /// closes when its slot goes, without ending the connection).
+    pub fn duplicate(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        match self {
+            Stream::Tcp(s) => s.as_fd().try_clone_to_owned(),
+            Stream::Unix(s) => s.as_fd().try_clone_to_owned(),
+        }
+    }
+
     /// End the connection both ways now (the descriptor closes when the last holder of the
     /// connection lets it go).
     pub fn shutdown(&self) {
