@@ -6,6 +6,8 @@ HTTP/1.1 on the same workloads; h2load (Debian's nghttp2-client) as the client.
     run.py --full             2 rounds, 6 s runs, c64 x m10 and c1 x m100, h2c and TLS,
                               and the idle memory of 10,000 HTTP/2 connections
     run.py --from-results F   the tables of a stored run
+    --unpinned                server and h2load on every CPU (h2load with a thread per
+                              CPU), as on a machine whose cores a worker shares
 
 Workloads: hello (GET /, 13 bytes), get 10 KiB (GET /10k), echo 10 KiB (POST /echo, the
 body sent back). One worker pinned to CPU 0, h2load (one thread) pinned to CPU 1; servers
@@ -33,6 +35,8 @@ from servers import NATIVE_DIR, child_env  # noqa: E402
 APPS = os.path.join(BENCH, "rsgi", "apps")
 RESULTS = os.path.join(HERE, "results")
 SERVER_CPU, CLIENT_CPU = 0, 1
+# --unpinned: nothing confined to a CPU.
+PINNED = True
 WORKLOADS = {"hello": ("/", None), "get10k": ("/10k", None), "echo10k": ("/echo", 10240)}
 SHAPES = {"c64m10": (64, 10), "c1m100": (1, 100)}
 
@@ -101,6 +105,7 @@ def parse_args(argv):
     p.add_argument("--seconds", type=float)
     p.add_argument("--idle-connections", type=int, help="connections of the idle memory measure (0: none)")
     p.add_argument("--from-results", metavar="FILE")
+    p.add_argument("--unpinned", action="store_true", help="server and h2load on every CPU")
     args = p.parse_args(argv)
     args.servers = args.servers.split(",") if args.servers else (FULL if args.full else QUICK)
     bad = [s for s in args.servers if s not in SERVERS]
@@ -129,7 +134,7 @@ class Server:
         command, _, self.tls, self.h1 = SERVERS[name]
         self.name, self.port = name, port
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(pin(SERVER_CPU) + command(port, cert), cwd=APPS, env=child_env(None, APPS),
+        self.proc = subprocess.Popen(pin(SERVER_CPU, PINNED) + command(port, cert), cwd=APPS, env=child_env(None, APPS),
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         deadline = time.monotonic() + 30
@@ -163,7 +168,8 @@ class Server:
 def h2load(server, path, body_file, conns, streams, seconds, requests=None):
     """One h2load run: req/s, the failures, and the p50/p99 and max of the request times
     (ms), from h2load's per-request log (its summary has no percentiles)."""
-    cmd = pin(CLIENT_CPU) + ["h2load", "-t", "1", "-c", str(conns), "-m", str(streams)]
+    threads = 1 if PINNED else min(conns, len(os.sched_getaffinity(0)))
+    cmd = pin(CLIENT_CPU, PINNED) + ["h2load", "-t", str(threads), "-c", str(conns), "-m", str(streams)]
     if server.h1:
         cmd += ["--h1", "-m", "1"]
     cmd += ["-n", str(requests)] if requests else ["-D", f"{seconds:g}", "--warm-up-time", "1"]
@@ -244,6 +250,8 @@ def idle_memory(server, n):
 
 
 def measure(args):
+    global PINNED
+    PINNED = not args.unpinned
     records = []
     body = tempfile.NamedTemporaryFile(delete=False)
     body.write(b"x" * 10240)
@@ -280,7 +288,8 @@ def measure(args):
                     server.stop()
     os.unlink(body.name)
     meta = {"rounds": args.rounds, "seconds": args.seconds, "servers": args.servers, "shapes": args.shapes,
-            "cpus": f"server on CPU {SERVER_CPU}, h2load on CPU {CLIENT_CPU}"}
+            "cpus": (f"server on CPU {SERVER_CPU}, h2load on CPU {CLIENT_CPU}" if PINNED else
+                     f"unpinned: server and h2load on CPUs {sorted(os.sched_getaffinity(0))}")}
     save_results(RESULTS, "http2", meta, records)
     return meta, records
 
