@@ -189,6 +189,25 @@ async def read_frames(reader, timeout=5):
     return frame
 
 
+async def through_shutdown(c, on_goaway=None):
+    """Read `c`'s connection raw through the server's graceful shutdown until a stream's
+    END_STREAM, answering its PINGs: the GOAWAYs, as (last stream id, error code), and the
+    DATA that came. `on_goaway(goaways)` after each GOAWAY."""
+    goaways, data = [], b""
+    while True:
+        frame = await read_frames(c.reader)
+        if isinstance(frame, hyperframe.frame.GoAwayFrame):
+            goaways.append((frame.last_stream_id, frame.error_code))
+            if on_goaway is not None:
+                on_goaway(goaways)
+        elif isinstance(frame, hyperframe.frame.PingFrame) and "ACK" not in frame.flags:
+            c.writer.write(hyperframe.frame.PingFrame(0, frame.opaque_data, flags=["ACK"]).serialize())
+        elif isinstance(frame, hyperframe.frame.DataFrame):
+            data += frame.data
+            if "END_STREAM" in frame.flags:
+                return goaways, data
+
+
 class H2WebSocket:
     """A WebSocket over an HTTP/2 stream (RFC 8441): an extended CONNECT on an `H2Client`,
     then the `websockets` library's sans-I/O protocol for the frames, carried as the

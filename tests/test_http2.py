@@ -11,10 +11,9 @@ import ssl
 
 import h2.errors
 import h2.events
-import hyperframe.frame
 import pytest
 
-from h2util import PREFACE, H2Client, gated, read_all, read_frames, tls_client_context
+from h2util import PREFACE, H2Client, gated, read_all, through_shutdown, tls_client_context
 from httputil import port_of, read_response, run, serving
 from netutil import tls_files  # noqa: F401 (fixture)
 
@@ -339,19 +338,7 @@ def test_graceful_shutdown_sends_goaway_and_finishes_streams(loop):
             await c.pump()  # the server's SETTINGS
             await asyncio.sleep(0.1)
             server.shutdown()
-            goaways, data = [], b""
-            while True:
-                frame = await read_frames(c.reader)
-                if isinstance(frame, hyperframe.frame.GoAwayFrame):
-                    goaways.append((frame.last_stream_id, frame.error_code))
-                    if len(goaways) == 2:
-                        release.set()
-                elif isinstance(frame, hyperframe.frame.PingFrame) and "ACK" not in frame.flags:
-                    c.writer.write(hyperframe.frame.PingFrame(0, frame.opaque_data, flags=["ACK"]).serialize())
-                elif isinstance(frame, hyperframe.frame.DataFrame):
-                    data += frame.data
-                    if "END_STREAM" in frame.flags:
-                        break
+            goaways, data = await through_shutdown(c, lambda g: len(g) == 2 and release.set())
             assert goaways == [(2**31 - 1, 0), (sid, 0)]
             assert data == b"finished"
             assert await asyncio.wait_for(c.reader.read(), 5) == b""

@@ -4,6 +4,7 @@ stays flat, and a second, well-behaved client is served meanwhile. Frames are bu
 hand (hyperframe, hpack), as an attacker builds them."""
 
 import asyncio
+import contextlib
 import socket
 import time
 
@@ -18,16 +19,22 @@ ENHANCE_YOUR_CALM = 0xB
 MiB = 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def server():
-    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
-                        "--http2-max-concurrent-streams", "100")
+@contextlib.contextmanager
+def serving_app(*options):
+    """tests/apps/http2_app.py served in a subprocess with these options."""
+    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off", *options)
     try:
         proc.wait_line("serving on")
         proc.port_number = proc.port()
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serving_app("--http2-max-concurrent-streams", "100") as proc:
+        yield proc
 
 
 def rss(proc):
@@ -280,14 +287,8 @@ def cut(port):
 
 @pytest.fixture
 def stall_server():
-    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
-                        "--http2-stall-timeout", "1")
-    try:
-        proc.wait_line("serving on")
-        proc.port_number = proc.port()
+    with serving_app("--http2-stall-timeout", "1") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def test_a_stream_stalled_on_a_closed_window_is_reset_after_the_stall_timeout(stall_server):
@@ -375,28 +376,20 @@ def test_a_connection_whose_socket_is_unread_is_closed_after_the_stall_timeout(s
 
 
 def test_the_stall_timeout_can_be_off():
-    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
-                        "--http2-stall-timeout", "off")
-    try:
-        proc.wait_line("serving on")
-        c = Raw(proc.port(), settings={f.SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+    with serving_app("--http2-stall-timeout", "off") as proc:
+        c = Raw(proc.port_number, settings={f.SettingsFrame.INITIAL_WINDOW_SIZE: 0})
         c.send(c.headers(1, b"/big"))
         frames = list(c.frames(timeout=2))
         assert not any(isinstance(fr, (f.RstStreamFrame, f.GoAwayFrame)) for fr in frames)
-        assert cut(proc.port()) == 0
+        assert cut(proc.port_number) == 0
         c.close()
-    finally:
-        proc.stop()
 
 
 def test_data_before_the_settings_ack_uses_the_default_window(server):
     """The server's smaller window applies only once the client has acknowledged it; before
     that the default 65,535 bytes may come (RFC 9113 §6.9.2)."""
-    proc = ServeProcess("apps.http2_app:app", "--port", "0", "--no-access-log", "--lifespan", "off",
-                        "--http2-initial-stream-window-size", "1000")
-    try:
-        proc.wait_line("serving on")
-        c = Raw(proc.port())
+    with serving_app("--http2-initial-stream-window-size", "1000") as proc:
+        c = Raw(proc.port_number)
         body = b"d" * 60000
         c.send(c.headers(1, b"/echo", method=b"POST", end_stream=False))
         c.send(*[f.DataFrame(1, body[i:i + 16384]) for i in range(0, len(body), 16384)])
@@ -417,8 +410,6 @@ def test_data_before_the_settings_ack_uses_the_default_window(server):
                 break
         assert status == "200" and got == body
         c.close()
-    finally:
-        proc.stop()
 
 
 def test_streams_past_the_concurrency_limit_are_refused(server):

@@ -13,10 +13,9 @@ import threading
 import time
 
 import h2.errors
-import hyperframe.frame
 import pytest
 
-from h2util import PREFACE, H2Client, read_frames, tls_client_context
+from h2util import PREFACE, H2Client, through_shutdown, tls_client_context
 from httputil import port_of, read_response, run, serving
 from netutil import tls_files  # noqa: F401 (fixture)
 # The fixtures, and the tests that hold for any HTTP version: collected here, where the
@@ -219,18 +218,8 @@ def test_a_moved_connection_finishes_its_streams_on_graceful_shutdown(loop):
             await c.pump()  # the server's SETTINGS
             await asyncio.sleep(0.1)  # the app is running (it sleeps 0.3 s)
             server.shutdown()
-            goaways, data = 0, b""
-            while True:  # frames read raw: the client library takes no PING after a GOAWAY
-                frame = await read_frames(c.reader)
-                if isinstance(frame, hyperframe.frame.GoAwayFrame):
-                    goaways += 1
-                elif isinstance(frame, hyperframe.frame.PingFrame) and "ACK" not in frame.flags:
-                    c.writer.write(hyperframe.frame.PingFrame(0, frame.opaque_data, flags=["ACK"]).serialize())
-                elif isinstance(frame, hyperframe.frame.DataFrame):
-                    data += frame.data
-                    if "END_STREAM" in frame.flags:
-                        break
-            assert goaways >= 1 and data == b"HTTP/2 swordfish-wsgi"
+            goaways, data = await through_shutdown(c)
+            assert goaways and data == b"HTTP/2 swordfish-wsgi"
             assert await asyncio.wait_for(c.reader.read(), 5) == b""
 
     run(loop, main())

@@ -1,22 +1,10 @@
-//! Shared by the HTTP/2 targets: the server's settings as the defaults have them, and the
+//! Shared by the HTTP/2 targets: the server's settings (its defaults, 100 streams), and the
 //! frames of what the server writes, read back.
 
 use _native::fuzzing::H2Settings;
 
 pub fn settings() -> H2Settings {
-    H2Settings {
-        max_concurrent_streams: 100,
-        initial_stream_window_size: 1 << 20,
-        initial_connection_window_size: 1 << 20,
-        max_frame_size: 16384,
-        max_headers_size: 32768,
-        max_send_buffer_size: 400 * 1024,
-        keep_alive_interval: None,
-        keep_alive_timeout: 20.0,
-        stall_timeout: Some(60.0),
-        only: false,
-        connect_protocol: true,
-    }
+    H2Settings { max_concurrent_streams: 100, ..H2Settings::defaults() }
 }
 
 /// A frame's header: (length, type, flags, stream id).

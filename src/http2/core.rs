@@ -678,19 +678,7 @@ mod tests {
     use crate::http::parse::{find_head_end, parse_head, Limits};
 
     fn settings() -> Settings {
-        Settings {
-            max_concurrent_streams: 100,
-            initial_stream_window_size: 1 << 20,
-            initial_connection_window_size: 1 << 20,
-            max_frame_size: 16384,
-            max_headers_size: 32768,
-            max_send_buffer_size: 400 * 1024,
-            keep_alive_interval: None,
-            keep_alive_timeout: 20.0,
-            stall_timeout: Some(60.0),
-            only: false,
-            connect_protocol: false,
-        }
+        Settings { connect_protocol: false, ..Settings::defaults() }
     }
 
     /// A client's preface, its SETTINGS with a stream window of `window`, and a GET on

@@ -43,6 +43,27 @@ pub struct Settings {
     pub connect_protocol: bool,
 }
 
+#[cfg(any(test, fuzzing))]
+impl Settings {
+    /// The server's defaults (the `--http2-*` options'), for the unit tests and the fuzz
+    /// targets.
+    pub fn defaults() -> Settings {
+        Settings {
+            max_concurrent_streams: 200,
+            initial_stream_window_size: 1 << 20,
+            initial_connection_window_size: 1 << 20,
+            max_frame_size: 16384,
+            max_headers_size: 32768,
+            max_send_buffer_size: 400 * 1024,
+            keep_alive_interval: None,
+            keep_alive_timeout: 20.0,
+            stall_timeout: Some(60.0),
+            only: false,
+            connect_protocol: true,
+        }
+    }
+}
+
 /// As `HttpServerState` is given them: a tuple in the order of the fields.
 pub type SettingsTuple = (u32, u32, u32, u32, u32, usize, Option<f64>, f64, Option<f64>, bool, bool);
 
