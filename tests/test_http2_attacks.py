@@ -61,17 +61,21 @@ class Raw:
         flags = (["END_STREAM"] if end_stream else []) + (["END_HEADERS"] if end_headers else [])
         return f.HeadersFrame(stream_id, block, flags=flags)
 
+    def whole_frames(self):
+        """The frames received whole so far, taken off the buffer."""
+        while len(self.buf) >= 9:
+            frame, length = f.Frame.parse_frame_header(memoryview(self.buf[:9]))
+            if len(self.buf) < 9 + length:
+                return
+            frame.parse_body(memoryview(self.buf[9:9 + length]))
+            self.buf = self.buf[9 + length:]
+            yield frame
+
     def frames(self, timeout=5):
         """Frames until the server closes (or `timeout` passes without any)."""
         self.sock.settimeout(timeout)
         while True:
-            while len(self.buf) >= 9:
-                frame, length = f.Frame.parse_frame_header(memoryview(self.buf[:9]))
-                if len(self.buf) < 9 + length:
-                    break
-                frame.parse_body(memoryview(self.buf[9:9 + length]))
-                self.buf = self.buf[9 + length:]
-                yield frame
+            yield from self.whole_frames()
             try:
                 data = self.sock.recv(65536)
             except (ConnectionResetError, socket.timeout):
@@ -343,12 +347,7 @@ def test_a_slow_reader_whose_window_keeps_opening_is_not_cut(stall_server):
             continue
         assert data, "the server closed the connection"
         c.buf += data
-        while len(c.buf) >= 9:
-            frame, length = f.Frame.parse_frame_header(memoryview(c.buf[:9]))
-            if len(c.buf) < 9 + length:
-                break
-            frame.parse_body(memoryview(c.buf[9:9 + length]))
-            c.buf = c.buf[9 + length:]
+        for frame in c.whole_frames():
             if isinstance(frame, f.DataFrame):
                 got += len(frame.data)
                 ended = "END_STREAM" in frame.flags
