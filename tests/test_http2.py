@@ -6,6 +6,8 @@ is the `h2` library's state machine (tests/h2util.py), so that each frame is the
 
 import asyncio
 import hashlib
+import logging
+import re
 import socket
 import ssl
 
@@ -14,8 +16,10 @@ import h2.events
 import pytest
 
 from h2util import PREFACE, H2Client, gated, read_all, through_shutdown, tls_client_context
+from apps.serving import ServeProcess, listening_socket
 from httputil import port_of, read_response, run, serving
 from netutil import tls_files  # noqa: F401 (fixture)
+from swordfish.server import Config, Server
 
 
 async def probe_app(scope, receive, send):
@@ -516,3 +520,52 @@ def test_the_head_limits_apply_to_http2_requests(loop):
             c.close()
 
     run(loop, main())
+
+
+def test_streams_are_logged_and_counted_by_max_requests(loop, caplog):
+    """Each stream is a request: an access log line that says HTTP/2, and one of
+    `--max-requests`, after which the server stops by itself."""
+    caplog.set_level(logging.INFO, "swordfish")
+
+    async def main():
+        server = Server(Config(probe_app, port=0, lifespan="off", access_log=True, max_requests=3))
+        task = asyncio.ensure_future(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.005)
+        c = await H2Client.open(port_of(server))
+        ids = [c.send(b"GET", b"/s%d" % i) for i in range(3)]
+        for sid in ids:
+            assert (await c.response(sid)).status == 200
+        c.close()
+        await asyncio.wait_for(task, 10)  # stopped after the third stream
+
+    run(loop, main())
+    lines = [r.getMessage() for r in caplog.records if r.name == "swordfish.access"]
+    assert sorted(re.search(r'"GET (/s\d) HTTP/2"', line).group(1) for line in lines) == ["/s0", "/s1", "/s2"], lines
+    assert any("max requests reached (3 of 3)" in r.getMessage() for r in caplog.records)
+
+
+def test_workers_share_http2_connections_on_an_inherited_socket():
+    """`--fd` with `--workers 2`: HTTP/2 connections held open at once are spread over both
+    workers (the connection board counts them as any connection), and each is served."""
+    with listening_socket() as (fd, port):
+        srv = ServeProcess("--fd", str(fd), "--workers", "2", "--no-access-log", app="apps.env_app:app",
+                           pass_fds=(fd,))
+        try:
+            srv.wait_line(r"serving on .*\(pid \d+\)", count=2)
+
+            async def main():
+                clients = [await H2Client.open(port) for _ in range(8)]
+                pids = set()
+                for c in clients:
+                    r = await c.request(b"GET", b"/pid")
+                    assert r.status == 200
+                    pids.add(int(r.body))
+                for c in clients:
+                    c.close()
+                return pids
+
+            pids = asyncio.run(main())
+            assert len(pids) == 2 and srv.proc.pid not in pids, pids
+        finally:
+            assert srv.stop() == 0, srv.log()

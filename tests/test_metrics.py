@@ -1,8 +1,9 @@
 """`--metrics`: the supervisor's Prometheus endpoint, read with Prometheus's own text parser
 (prometheus_client), summed over the workers: responses by status class and their
 duration, bytes in and out to the byte, open connections and WebSockets as gauges, and
-worker restarts, with what a dead worker counted kept."""
+worker restarts, with what a dead worker counted kept; HTTP/2 streams as requests."""
 
+import asyncio
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.sync.client import connect as ws_connect
 
 from apps.serving import DEADLINE, ServeProcess, get, pid_of, read_rest, socket_to
+from h2util import H2Client
 
 APP = "apps.ws_echo_app:app"
 
@@ -87,6 +89,28 @@ def test_every_response_is_counted_by_status_class_with_its_bytes_and_duration()
         assert 0 < value(samples, name + "_sum") < 7 * 1.0
         assert value(samples, "swordfish_workers") == 2
         assert value(samples, "swordfish_worker_restarts_total") == 0
+    finally:
+        assert srv.stop() == 0, srv.log()
+
+
+def test_http2_streams_are_counted_as_requests():
+    """Streams on one HTTP/2 connection: each a request by its status, the connection one."""
+    srv = serve()
+    try:
+        port = srv.port()
+
+        async def streams():
+            c = await H2Client.open(port)
+            ids = [c.send(b"GET", b"/") for _ in range(4)] + [c.send(b"GET", b"/raise")]
+            statuses = sorted([(await c.response(sid)).status for sid in ids])
+            c.close()
+            return statuses
+
+        assert asyncio.run(streams()) == [200, 200, 200, 200, 500]
+        samples = until(srv, lambda s: value(s, "swordfish_http_connections") == 0, "the connection closed")
+        assert requests_by_class(samples) == {"1xx": 0, "2xx": 4, "3xx": 0, "4xx": 0, "5xx": 1}
+        assert value(samples, "swordfish_http_connections_total") == 1
+        assert value(samples, "swordfish_http_request_duration_seconds_count") == 5
     finally:
         assert srv.stop() == 0, srv.log()
 
