@@ -115,6 +115,30 @@ def test_http2_streams_are_counted_as_requests():
         assert srv.stop() == 0, srv.log()
 
 
+def test_h2c_moved_off_the_wsgi_thread_engine_is_one_connection():
+    """The thread engine moves an h2c connection to the loop: counted once, and closed once."""
+    srv = ServeProcess("--port", "0", "--metrics", "--metrics-port", "0", "--interface", "wsgi",
+                       "--wsgi-engine", "threads", app="apps.wsgi_app:app")
+    m, _ = srv.wait_line(r"metrics on http://127\.0\.0\.1:(\d+)/metrics")
+    srv.metrics_port = int(m.group(1))
+    try:
+        port = srv.port()
+
+        async def moved():
+            c = await H2Client.open(port)
+            statuses = [(await c.request(b"GET", b"/pid")).status for _ in range(3)]
+            open_now = value(scrape(srv.metrics_port), "swordfish_http_connections")
+            c.close()
+            return statuses, open_now
+
+        assert asyncio.run(moved()) == ([200] * 3, 1)
+        samples = until(srv, lambda s: value(s, "swordfish_http_connections") == 0, "the connection closed")
+        assert value(samples, "swordfish_http_connections_total") == 1
+        assert requests_by_class(samples)["2xx"] == 3
+    finally:
+        assert srv.stop() == 0, srv.log()
+
+
 def test_open_connections_and_websockets_are_gauges():
     srv = serve()
     try:

@@ -31,7 +31,8 @@ pub struct HttpProtocol {
     pub state: Py<HttpServerState>,
     pub conn: GilCell<Conn>,
     /// A connection the WSGI thread engine accepted and moved here, with what it read
-    /// (`WsgiEngine`'s `handoff`): counted already, and its bytes are read first.
+    /// (`WsgiEngine`'s `handoff`): in the connections' total already, and its bytes are
+    /// read first.
     moved: bool,
 }
 
@@ -288,8 +289,12 @@ impl HttpProtocol {
             None => false,
         };
         state.connections.bind(py).add(slf)?;
-        if let (Some(m), false) = (state.metrics(), this.moved) {
-            m.connection_opened();
+        if let Some(m) = state.metrics() {
+            if this.moved {
+                m.connection_moved_in();
+            } else {
+                m.connection_opened();
+            }
         }
         let st = &state.settings;
         let mut acts = Vec::new();

@@ -83,6 +83,12 @@ impl Counters {
         self.connections_open.fetch_sub(1, Relaxed);
     }
 
+    /// A connection the WSGI thread engine moved to the loop is open again there (counted
+    /// once in the total, when it was accepted).
+    pub fn connection_moved_in(&self) {
+        self.connections_open.fetch_add(1, Relaxed);
+    }
+
     /// A connection switched protocols (a WebSocket: the only upgrade served).
     pub fn upgraded(&self) {
         self.upgraded_total.fetch_add(1, Relaxed);

@@ -215,7 +215,7 @@ impl Engine {
 
     /// Take the connection out of the engine for the loop: a duplicate of its descriptor
     /// and what it read (its preface onwards); the engine's own descriptor closes with its
-    /// slot. It stays counted as open (the loop's protocol does not count it again).
+    /// slot. It is no longer open here; the loop's protocol counts it open again.
     fn hand_off(&self, slot: &Slot, c: &mut Conn) -> Option<(std::os::fd::OwnedFd, Vec<u8>)> {
         let fd = c.objects.stream.duplicate();
         c.objects.closed = true;
@@ -223,14 +223,14 @@ impl Engine {
         slot.timer_seq.fetch_add(1, Ordering::Relaxed);
         let _ = self.registry.deregister(c.objects.stream.source());
         self.forget(slot.token);
+        if let Some(m) = self.settings().metrics() {
+            m.connection_closed();
+        }
         match fd {
             Ok(fd) => Some((fd, std::mem::take(&mut c.rbuf))),
             Err(_) => {
                 // No descriptor to spare: the client is refused as on a full accept queue.
                 c.objects.stream.shutdown();
-                if let Some(m) = self.settings().metrics() {
-                    m.connection_closed();
-                }
                 None
             }
         }
@@ -247,9 +247,6 @@ impl Engine {
                 // SAFETY: `raw` came from `into_raw_fd` just above and the call that failed
                 // did not take it.
                 drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
-                if let Some(m) = self.settings().metrics() {
-                    m.connection_closed();
-                }
                 e.write_unraisable(py, None);
             }
         });
