@@ -6,18 +6,24 @@ use super::protocol::{H2Conn, H2Protocol, Out};
 use crate::clock::monotonic;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 impl H2Protocol {
+    /// The loop's `call_later(delay, self.<callback>)`: the handle of a timer.
+    fn later(slf: &Bound<'_, Self>, delay: f64, callback: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
+        let cb = slf.getattr(callback)?;
+        slf.get().state.get().lp.call_method1(slf.py(), intern!(slf.py(), "call_later"), (delay, cb))
+    }
+
     pub(super) fn arm_ping(slf: &Bound<'_, Self>, delay: f64, callback: &str) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
         if this.lock(py)?.closed {
             return Ok(());
         }
-        let cb = slf.getattr(callback)?;
-        let h = this.state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        let h = Self::later(slf, delay, &PyString::new(py, callback))?;
         let old = this.lock(py)?.ping_timer.replace(h);
         if let Some(old) = old {
             old.call_method0(py, intern!(py, "cancel"))?;
@@ -55,8 +61,7 @@ impl H2Protocol {
         if let Some(h) = old {
             h.call_method0(py, intern!(py, "cancel"))?;
         }
-        let cb = slf.getattr(intern!(py, "_on_idle"))?;
-        let h = slf.get().state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        let h = Self::later(slf, delay, intern!(py, "_on_idle"))?;
         slf.get().lock(py)?.timer = Some(h);
         Ok(())
     }
@@ -75,8 +80,7 @@ impl H2Protocol {
         if let Some(h) = old {
             h.call_method0(py, intern!(py, "cancel"))?;
         }
-        let cb = slf.getattr(intern!(py, "_on_idle"))?;
-        let h = this.state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        let h = Self::later(slf, delay, intern!(py, "_on_idle"))?;
         this.lock(py)?.timer = Some(h);
         Ok(())
     }
@@ -182,8 +186,7 @@ impl H2Protocol {
 
     pub(super) fn arm_stall(slf: &Bound<'_, Self>, delay: f64) -> PyResult<()> {
         let py = slf.py();
-        let cb = slf.getattr(intern!(py, "_on_stall"))?;
-        let h = slf.get().state.get().lp.call_method1(py, intern!(py, "call_later"), (delay, cb))?;
+        let h = Self::later(slf, delay, intern!(py, "_on_stall"))?;
         let mut c = slf.get().lock(py)?;
         if c.lost {
             drop(c);

@@ -199,38 +199,40 @@ impl Engine {
 
     /// Close the connection: out of the poller and the engine's table.
     pub fn close(&self, slot: &Slot, c: &mut Conn) {
+        if self.leave(slot, c) {
+            c.objects.stream.shutdown();
+        }
+    }
+
+    /// The connection leaves the engine (the poller, its timer, the table) and is counted
+    /// closed here; false if it had already.
+    fn leave(&self, slot: &Slot, c: &mut Conn) -> bool {
         if c.objects.closed {
-            return;
+            return false;
         }
         c.objects.closed = true;
         c.phase = Phase::Lost;
         slot.timer_seq.fetch_add(1, Ordering::Relaxed);
         let _ = self.registry.deregister(c.objects.stream.source());
-        c.objects.stream.shutdown();
         if let Some(m) = self.settings().metrics() {
             m.connection_closed();
         }
         self.forget(slot.token);
+        true
     }
 
     /// Take the connection out of the engine for the loop: a duplicate of its descriptor
     /// and what it read (its preface onwards); the engine's own descriptor closes with its
-    /// slot. It is no longer open here; the loop's protocol counts it open again.
+    /// slot, without ending the connection. The loop's protocol counts it open again.
     fn hand_off(&self, slot: &Slot, c: &mut Conn) -> Option<(std::os::fd::OwnedFd, Vec<u8>)> {
-        let fd = c.objects.stream.duplicate();
-        c.objects.closed = true;
-        c.phase = Phase::Lost;
-        slot.timer_seq.fetch_add(1, Ordering::Relaxed);
-        let _ = self.registry.deregister(c.objects.stream.source());
-        self.forget(slot.token);
-        if let Some(m) = self.settings().metrics() {
-            m.connection_closed();
-        }
-        match fd {
-            Ok(fd) => Some((fd, std::mem::take(&mut c.rbuf))),
+        match c.objects.stream.duplicate() {
+            Ok(fd) => {
+                self.leave(slot, c);
+                Some((fd, std::mem::take(&mut c.rbuf)))
+            }
             Err(_) => {
                 // No descriptor to spare: the client is refused as on a full accept queue.
-                c.objects.stream.shutdown();
+                self.close(slot, c);
                 None
             }
         }
