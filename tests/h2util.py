@@ -76,6 +76,27 @@ class H2Client:
         self.flush()
 
     @classmethod
+    async def upgrade(cls, reader, writer, path=b"/"):
+        """h2c by `Upgrade` on an HTTP/1.1 connection (RFC 7540 §3.2): a GET of `path` that
+        asks for it; once the server answers 101, the HTTP/2 client, its preface sent, with
+        the request as stream 1 (`response(1)`). None, with the response, if HTTP/1.1
+        answered instead."""
+        config = h2.config.H2Configuration(client_side=True, header_encoding=None)
+        conn = h2.connection.H2Connection(config=config)
+        settings = conn.initiate_upgrade_connection()
+        writer.write(b"GET " + path + b" HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                     b"Upgrade: h2c\r\nHTTP2-Settings: " + settings + b"\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        if not head.startswith(b"HTTP/1.1 101 "):
+            return None, head
+        client = cls.__new__(cls)
+        client.reader, client.writer, client.conn = reader, writer, conn
+        client.responses, client.events = {1: Response()}, []
+        client.goaway, client.closed, client.auto_window = None, False, True
+        client.flush()
+        return client, head
+
+    @classmethod
     async def open(cls, port, tls=None, **kw):
         if tls is not None:
             reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=tls, server_hostname="localhost")

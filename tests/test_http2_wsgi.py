@@ -1,5 +1,5 @@
 """WSGI apps over HTTP/2, served by the loop (the thread engine serves HTTP/1.1, and moves
-a connection that opens with HTTP/2's preface to the loop): the environ of a stream, request
+a connection that opens with HTTP/2's preface or asks for `Upgrade: h2c` to the loop): the environ of a stream, request
 bodies through `wsgi.input` with the stream's flow control, streamed and file responses,
 errors; ALPN `h2` over TLS, h2c under `--http 2` (which has the loop serve even where the
 thread engine would), h2c beside the thread engine. Flask and Werkzeug through
@@ -9,6 +9,7 @@ version run again here, on clients that check every response came over HTTP/2.""
 import asyncio
 import hashlib
 import logging
+import subprocess
 import threading
 import time
 
@@ -18,6 +19,7 @@ import pytest
 from h2util import PREFACE, H2Client, through_shutdown, tls_client_context
 from httputil import port_of, read_response, run, serving
 from netutil import tls_files  # noqa: F401 (fixture)
+from test_http2_clients import need
 # The fixtures, and the tests that hold for any HTTP version: collected here, where the
 # `http2` fixture below makes their clients speak HTTP/2.
 from test_wsgi_frameworks import (  # noqa: F401
@@ -173,14 +175,15 @@ def thread_app(environ, start_response):
     return [f"{environ['SERVER_PROTOCOL']} {name}".encode()]
 
 
-def test_the_thread_engine_moves_h2c_to_the_loop(loop):
-    async def http11(port, head):
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(head)
-        r = await read_response(reader)
-        writer.close()
-        return r
+async def http11(port, head):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(head)
+    r = await read_response(reader)
+    writer.close()
+    return r
 
+
+def test_the_thread_engine_moves_h2c_to_the_loop(loop):
     async def main():
         async with serving(thread_app, interface="wsgi", wsgi_engine="threads", threads=2) as server:
             port = port_of(server)
@@ -200,12 +203,45 @@ def test_the_thread_engine_moves_h2c_to_the_loop(loop):
             c2 = H2Client(reader, writer, preface_sent=PREFACE[:7])
             r = await c2.request(b"GET", b"/")
             assert (r.status, r.body) == (200, b"HTTP/2 swordfish-wsgi")
-            # `Upgrade: h2c` is not taken on the engine: HTTP/1.1 answers.
-            r = await http11(port, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\n"
-                                   b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABk\r\n\r\n")
-            assert r.status == 200 and r.body.decode().startswith("HTTP/1.1 swordfish-wsgi-")
             c.close()
             c2.close()
+
+    run(loop, main())
+
+
+def test_the_thread_engine_moves_an_h2c_upgrade_to_the_loop(loop):
+    """`Upgrade: h2c` beside the thread engine: the loop answers 101 and serves the request
+    as stream 1, also after HTTP/1.1 requests on the same connection; an upgrade with a body
+    stays HTTP/1.1 on the engine (RFC 7540 §3.2 lets the server choose); curl's `--http2`."""
+    async def main():
+        async with serving(thread_app, interface="wsgi", wsgi_engine="threads", threads=2) as server:
+            port = port_of(server)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            c, head = await H2Client.upgrade(reader, writer, b"/first")
+            assert c is not None, head
+            r = await c.response(1)
+            assert (r.status, r.body) == (200, b"HTTP/2 swordfish-wsgi")
+            r = await c.request(b"GET", b"/then")
+            assert (r.status, r.body) == (200, b"HTTP/2 swordfish-wsgi")
+            c.close()
+            # Two HTTP/1.1 requests on the engine, then the upgrade on the same connection.
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(2):
+                writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+                r = await read_response(reader)
+                assert r.status == 200 and r.body.decode().startswith("HTTP/1.1 swordfish-wsgi-"), r.body
+            c, head = await H2Client.upgrade(reader, writer, b"/later")
+            assert c is not None, head
+            assert (await c.response(1)).body == b"HTTP/2 swordfish-wsgi"
+            c.close()
+            # With a body: HTTP/1.1, on the engine.
+            r = await http11(port, b"POST / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                                   b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABk\r\nContent-Length: 2\r\n\r\nab")
+            assert r.status == 200 and r.body.decode().startswith("HTTP/1.1 swordfish-wsgi-"), r.body
+            out = await asyncio.to_thread(subprocess.run, [need("curl"), "-sS", "--max-time", "10", "--http2",
+                                                           f"http://127.0.0.1:{port}/curl"],
+                                          capture_output=True, text=True, check=True)
+            assert out.stdout == "HTTP/2 swordfish-wsgi"
 
     run(loop, main())
 

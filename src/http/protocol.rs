@@ -99,10 +99,8 @@ impl HttpProtocol {
                     c.objects.server = state.dispatch.server_address(py, Some(address(server)?))?;
                 }
                 Next::Head(head) => {
-                    if let (Some(h2), true, false) = (&state.http2, head.upgrade, c.https) {
-                        let (max_frame, max_headers) = (h2.max_frame_size as usize, h2.max_headers_size as usize);
-                        let frames = crate::http2::upgrade::stream_one(&c.rbuf, &head, max_frame, max_headers);
-                        if let Some(frames) = frames {
+                    if let (Some(h2), false) = (&state.http2, c.https) {
+                        if let Some(frames) = crate::http2::upgrade::taken(&c.rbuf, &head, h2) {
                             c.rbuf.drain(..head.len);
                             c.phase = Phase::Upgraded;
                             c.stop_timer(acts);

@@ -119,6 +119,15 @@ pub fn stream_one(buf: &[u8], head: &Head, max_frame: usize, max_headers: usize)
     Some(out)
 }
 
+/// Stream 1's frames if `head` (at the start of `buf`) is an h2c upgrade the server with
+/// HTTP/2 `settings` takes (`stream_one`); None if it is served as HTTP/1.1.
+pub fn taken(buf: &[u8], head: &Head, settings: &super::Settings) -> Option<Vec<u8>> {
+    if !head.upgrade {
+        return None;
+    }
+    stream_one(buf, head, settings.max_frame_size as usize, settings.max_headers_size as usize)
+}
+
 /// How many bytes of `buf` the client's preface and its first frame (its SETTINGS) take,
 /// once they have all arrived; `Err` if `buf` does not start with the preface.
 pub fn preface_and_settings(buf: &[u8]) -> Result<Option<usize>, ()> {

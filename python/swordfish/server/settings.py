@@ -213,8 +213,8 @@ SETTINGS = [
       doc="HTTP/2 over TLS is chosen by ALPN (`h2` offered before `http/1.1`); on a cleartext port by the "
           "client's connection preface (h2c with prior knowledge, after a PROXY header too) or by "
           "`Upgrade: h2c`. Every interface is served HTTP/2 on the loop; the WSGI thread engine serves "
-          "HTTP/1.1, and moves a connection that opens with the preface to the loop (`Upgrade: h2c` is "
-          "answered in HTTP/1.1 there; `--http 2` has the loop serve WSGI)"),
+          "HTTP/1.1, and moves a connection that opens with the preface or asks for `Upgrade: h2c` to the "
+          "loop (`--http 2` has the loop serve WSGI)"),
     S("http2_max_concurrent_streams", int, 200, "HTTP/2: most streams a client may have open at once",
       least=1, most=2**31 - 1, doc="SETTINGS_MAX_CONCURRENT_STREAMS; each stream is a request, counted by "
       "`--limit-concurrency`"),

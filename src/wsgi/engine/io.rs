@@ -25,8 +25,9 @@ pub enum Pumped {
     Ready,
     /// Nothing to do until the socket has more, or takes more.
     Idle,
-    /// The client opened with HTTP/2's preface (h2c with prior knowledge): the loop serves
-    /// HTTP/2, so the connection moves there (`Engine::hand_off`).
+    /// The client opened with HTTP/2's preface (h2c with prior knowledge) or asked for h2c
+    /// by `Upgrade`: the loop serves HTTP/2, so the connection moves there
+    /// (`Engine::hand_off`).
     HandOff,
 }
 
@@ -70,7 +71,18 @@ impl Engine {
             }
             if !preface && c.objects.head.is_none() && c.objects.unwritten() < READ_HIGH_WATER {
                 match c.next(st, &mut acts) {
-                    Next::Head(head) => c.objects.head = Some(head),
+                    Next::Head(head) => {
+                        // An h2c upgrade the loop takes is the loop's, as HTTP/2 is: it
+                        // reads the request again there and answers it as stream 1. Not
+                        // while an earlier response is still going out here (answered in
+                        // HTTP/1.1 then, as RFC 9113 allows).
+                        let h2 = self.state.get().http2.as_ref().filter(|_| http2);
+                        let quiet = c.objects.unwritten() == 0 && c.objects.file.is_none();
+                        if quiet && h2.is_some_and(|h2| crate::http2::upgrade::taken(&c.rbuf, &head, h2).is_some()) {
+                            return Pumped::HandOff;
+                        }
+                        c.objects.head = Some(head)
+                    }
                     // PROXY headers are served on the loop (the trusted hosts are Python's).
                     Next::Relayed { .. } => continue,
                     // The unread body of the request before, dropped: then the next one.
@@ -222,8 +234,9 @@ impl Engine {
     }
 
     /// Take the connection out of the engine for the loop: a duplicate of its descriptor
-    /// and what it read (its preface onwards); the engine's own descriptor closes with its
-    /// slot, without ending the connection. The loop's protocol counts it open again.
+    /// and what it read (its preface, or the request asking for the upgrade, onwards); the
+    /// engine's own descriptor closes with its slot, without ending the connection. The
+    /// loop's protocol counts it open again.
     fn hand_off(&self, slot: &Slot, c: &mut Conn) -> Option<(std::os::fd::OwnedFd, Vec<u8>)> {
         match c.objects.stream.duplicate() {
             Ok(fd) => {
