@@ -6,6 +6,7 @@
 
 use crate::http::body::BodyRead;
 use crate::http::config::HttpServerState;
+use crate::http::conn::BodyBuf;
 use crate::http::protocol::HttpProtocol;
 use crate::http::respond::{AppEnd, Part, RespondError, Responded};
 use crate::http2::protocol::H2Protocol;
@@ -78,7 +79,7 @@ impl Carrier {
     }
 
     /// The whole body of request `gen`, if all of it has arrived and none was taken yet.
-    pub fn take_whole_body(&self, py: Python<'_>, gen: u64) -> PyResult<Option<Vec<u8>>> {
+    pub fn take_whole_body(&self, py: Python<'_>, gen: u64) -> PyResult<Option<BodyBuf>> {
         match self {
             Carrier::H1(p) => p.get().take_whole_body(py, gen),
             Carrier::H2(p) => H2Protocol::take_whole_body(p.bind(py), gen),

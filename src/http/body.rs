@@ -3,7 +3,7 @@
 //! when more comes. The waiter is the interface's: an asyncio future for ASGI, a thread's
 //! hand-off for WSGI (anything with `done()` and `set_result()`).
 
-use super::conn::{Expect, Reading};
+use super::conn::{BodyBuf, Expect, Reading};
 use super::link::Act;
 use super::protocol::HttpProtocol;
 use super::reading::body_ready;
@@ -21,7 +21,7 @@ impl HttpProtocol {
     /// The whole body of request `gen`, taken, if all of it has arrived and none of it was
     /// handed over yet: the common case of a small body that came with its head, given to
     /// the interface without a message object.
-    pub fn take_whole_body(&self, py: Python<'_>, gen: u64) -> PyResult<Option<Vec<u8>>> {
+    pub fn take_whole_body(&self, py: Python<'_>, gen: u64) -> PyResult<Option<BodyBuf>> {
         let mut c = self.lock(py)?;
         let Some(req) = c.current(gen) else { return Ok(None) };
         if !matches!(req.reading, Reading::Ended) {

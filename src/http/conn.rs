@@ -33,6 +33,53 @@ pub enum TimerKind {
     KeepAlive,
 }
 
+/// Body bytes read for the application: a buffer, and where they start in it. A request
+/// that arrives whole keeps its head's buffer, the head skipped rather than the body moved
+/// down over it; the buffer can then pass to a reader (the WSGI input) without a copy.
+#[derive(Default)]
+pub struct BodyBuf {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl BodyBuf {
+    /// The bytes of `buf` from `start` on.
+    pub fn from_parts(buf: Vec<u8>, start: usize) -> BodyBuf {
+        let start = start.min(buf.len());
+        BodyBuf { buf, start }
+    }
+
+    pub fn into_parts(self) -> (Vec<u8>, usize) {
+        (self.buf, self.start)
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.buf.get(self.start..).unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where more bytes are appended.
+    pub fn tail(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// Empty, keeping the buffer unless it is larger than `keep` bytes.
+    pub fn clear(&mut self, keep: usize) {
+        if self.buf.capacity() > keep {
+            self.buf = Vec::new();
+        }
+        self.buf.clear();
+        self.start = 0;
+    }
+}
+
 /// How much of the body is still to come.
 pub enum BodyState {
     Length(u64),
@@ -108,7 +155,7 @@ pub struct Request<W: World> {
     pub head_method: bool,
     pub keep_alive: bool,
     pub reading: Reading,
-    pub body_buf: Vec<u8>,
+    pub body_buf: BodyBuf,
     pub expect: Expect,
     pub writing: Writing,
     /// The interface takes the connection over if the application accepts (a WebSocket

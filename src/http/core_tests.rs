@@ -6,7 +6,7 @@
 use super::conn::{Act, Conn, TimerKind, World};
 use super::head::{HeadBuilder, HeadRules};
 use super::parse::Limits;
-use super::reading::{take_body, Next};
+use super::reading::{take_body, take_body_buf, Next};
 use super::settings::Settings;
 use super::writing::{Part, RespondError, Taken, Unfinished};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -148,6 +148,38 @@ fn a_chunked_body_is_decoded_for_the_reader() {
     assert!(matches!(c.next(&st, &mut acts), Next::Body));
     let req = c.current(gen).expect("request");
     assert_eq!(take_body(req, |data, more| (data.to_vec(), more)), (b"de".to_vec(), false));
+}
+
+#[test]
+fn a_request_that_arrives_whole_gives_its_body_in_its_own_buffer() {
+    let st = settings();
+    let mut c = Conn::<Plain>::new(());
+    let mut acts = Vec::new();
+    let body = b"0123456789".repeat(6);
+    let request =
+        |body: &[u8]| [format!("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes(), body].concat();
+    // Head and body alone in the read buffer: the buffer is the body's, its head skipped.
+    c.rbuf.extend_from_slice(&request(&body));
+    let gen = begin(&mut c, &st, &mut acts);
+    assert!(c.rbuf.is_empty());
+    let req = c.current(gen).expect("request");
+    let (buf, more) = take_body_buf(req);
+    assert_eq!((buf.bytes(), more), (&body[..], false));
+    let (whole, start) = buf.into_parts();
+    assert_eq!(&whole[start..], &body[..]);
+    assert!(respond(&mut c, &st, gen, b"ok", &mut acts));
+    // With the next request behind it (pipelined), or a body shorter than its head, the
+    // body is read out of the read buffer as before: the same bytes either way.
+    let pipelined = [request(&body), request(b"x")].concat();
+    for (bytes, expected) in [(&pipelined[..], &body[..]), (&[][..], b"x"), (&request(b"short")[..], b"short")] {
+        c.rbuf.extend_from_slice(bytes);
+        let gen = begin(&mut c, &st, &mut acts);
+        assert!(matches!(c.next(&st, &mut acts), Next::Body));
+        let req = c.current(gen).expect("request");
+        assert_eq!(take_body(req, |data, more| (data.to_vec(), more)), (expected.to_vec(), false));
+        assert!(respond(&mut c, &st, gen, b"ok", &mut acts));
+    }
+    assert!(c.rbuf.is_empty());
 }
 
 #[test]

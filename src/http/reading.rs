@@ -4,7 +4,7 @@
 //! does what needs its own objects in between: making the interface's request from a head,
 //! starting the application, handing body bytes to a reader.
 
-use super::conn::{Act, BodyState, Conn, Expect, Reading, Request, TimerKind, World, Writing};
+use super::conn::{Act, BodyBuf, BodyState, Conn, Expect, Reading, Request, TimerKind, World, Writing};
 use super::parse::{find_head_end, parse_head, ChunkedDecoder, Framing, Head, Reject};
 use super::proxy_protocol::{self, Origin, Preface};
 use super::response::reason;
@@ -210,7 +210,22 @@ impl<W: World> Conn<W> {
         start: Option<f64>,
     ) -> &mut Request<W> {
         self.gen += 1;
-        self.rbuf.drain(..head.len);
+        let mut reading = reading;
+        let mut body_buf = BodyBuf::default();
+        match reading {
+            // The request is all in the read buffer, its body at least as long as its head:
+            // the buffer becomes the body's, the head skipped, rather than the body copied
+            // out of it (the next read starts a new one).
+            Reading::Body(BodyState::Length(n))
+                if self.rbuf.len() as u64 == head.len as u64 + n && n >= head.len as u64 && !head.expect_continue =>
+            {
+                body_buf = BodyBuf::from_parts(std::mem::take(&mut self.rbuf), head.len);
+                reading = Reading::Ended;
+            }
+            _ => {
+                self.rbuf.drain(..head.len);
+            }
+        }
         self.timer_kind = TimerKind::None;
         let expect = if head.expect_continue && !reading.is_read() { Expect::Waiting } else { Expect::None };
         self.req.insert(Request {
@@ -219,7 +234,7 @@ impl<W: World> Conn<W> {
             head_method,
             keep_alive,
             reading,
-            body_buf: Vec::new(),
+            body_buf,
             expect,
             writing: Writing::Init,
             upgrade,
@@ -264,7 +279,7 @@ impl<W: World> Conn<W> {
             return Next::Body;
         };
         let mut sink = Vec::new();
-        let out = if discard { &mut sink } else { &mut req.body_buf };
+        let out = if discard { &mut sink } else { req.body_buf.tail() };
         let (consumed, ended) = match body {
             BodyState::Length(rem) => {
                 let n = self.rbuf.len().min(usize::try_from(*rem).unwrap_or(usize::MAX));
@@ -366,15 +381,22 @@ pub fn body_ready<W: World>(req: &Request<W>) -> bool {
 /// The body read so far, taken for a reader (and whether more follows).
 pub fn take_body<W: World, T>(req: &mut Request<W>, with: impl FnOnce(&[u8], bool) -> T) -> T {
     let ended = req.reading.is_read();
-    let msg = with(&req.body_buf, !ended);
-    req.body_buf.clear();
-    if req.body_buf.capacity() > READ_HIGH_WATER * 2 {
-        req.body_buf = Vec::new();
-    }
+    let msg = with(req.body_buf.bytes(), !ended);
+    req.body_buf.clear(READ_HIGH_WATER * 2);
     if ended {
         req.reading = Reading::Done;
     }
     msg
+}
+
+/// The body read so far, its buffer handed to a reader that keeps it (and whether more
+/// follows).
+pub fn take_body_buf<W: World>(req: &mut Request<W>) -> (BodyBuf, bool) {
+    let ended = req.reading.is_read();
+    if ended {
+        req.reading = Reading::Done;
+    }
+    (std::mem::take(&mut req.body_buf), !ended)
 }
 
 /// The response to `req` is over (complete, refused, cut short or switched): its

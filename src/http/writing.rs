@@ -4,7 +4,7 @@
 //! an unread body, or closing), and a response the application left unfinished. The
 //! interface checks its own messages; the bytes on the wire are made here.
 
-use super::conn::{Act, Conn, Expect, Reading, Request, TimerKind, World, Writing};
+use super::conn::{Act, BodyBuf, Conn, Expect, Reading, Request, TimerKind, World, Writing};
 use super::encode::{EncodeError, Encoder};
 use super::head::{frame_head, Framing, ResponseHead};
 use super::reading::record;
@@ -217,7 +217,7 @@ impl<W: World> Conn<W> {
             if let Reading::Body(body) | Reading::Discard(body) = std::mem::replace(&mut req.reading, Reading::Done) {
                 req.reading = Reading::Discard(body);
             }
-            req.body_buf = Vec::new();
+            req.body_buf = BodyBuf::default();
             if self.reading_paused && !self.lost() {
                 self.reading_paused = false;
                 acts.push(Act::ResumeReading);

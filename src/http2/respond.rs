@@ -10,6 +10,7 @@ use super::streams::record;
 use super::writing::{self, Taken, Writing};
 use crate::event_loop::create_future;
 use crate::http::body::BodyRead;
+use crate::http::conn::BodyBuf;
 use crate::http::respond::{AppEnd, OpenFile, Part, RespondError, Responded};
 use crate::http::writing::Part as Plain;
 use bytes::Bytes;
@@ -197,7 +198,7 @@ impl H2Protocol {
     }
 
     /// The whole body of stream `id`, if all of it has arrived and none was taken yet.
-    pub fn take_whole_body(slf: &Bound<'_, Self>, id: u64) -> PyResult<Option<Vec<u8>>> {
+    pub fn take_whole_body(slf: &Bound<'_, Self>, id: u64) -> PyResult<Option<BodyBuf>> {
         let py = slf.py();
         let mut outs = Vec::new();
         let body = {
@@ -209,7 +210,7 @@ impl H2Protocol {
             match c.core.take_body(id) {
                 BodyTake::Data(data, false) => {
                     H2Protocol::changed(&mut c, &mut outs);
-                    Some(data.to_vec())
+                    Some(BodyBuf::from_parts(data.to_vec(), 0))
                 }
                 _ => None,
             }

@@ -212,7 +212,7 @@ impl HttpProtocol {
         // The usual case: a body that came whole with its head, taken without a message.
         if let Some(body) = this.conn.take_whole_body(py, this.gen)? {
             this.stage.lock(py)?.body_done = true;
-            return ready(py, PyBytes::new(py, &body).into_any().unbind());
+            return ready(py, PyBytes::new(py, body.bytes()).into_any().unbind());
         }
         Ok(Py::new(py, BodyReader::new(slf, true))?.into_any())
     }

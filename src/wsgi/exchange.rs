@@ -8,6 +8,7 @@
 use super::bridge::{Post, WsgiBridge};
 use super::request::WsgiRequest;
 use crate::carrier::Carrier;
+use crate::http::conn::BodyBuf;
 use crate::http::head::HeadRules;
 use crate::http::settings::Settings;
 use crate::sync::lock_unpoisoned;
@@ -86,6 +87,17 @@ impl Shared {
         }
         self.body.extend_from_slice(data);
         self.body_ended |= !more;
+    }
+
+    /// Add body bytes in a buffer of their own, kept rather than copied when nothing is
+    /// buffered.
+    pub fn push_buf(&mut self, data: BodyBuf, more: bool) {
+        if self.buffered() == 0 {
+            (self.body, self.body_pos) = data.into_parts();
+            self.body_ended |= !more;
+        } else {
+            self.push_body(data.bytes(), more);
+        }
     }
 
     /// Take up to `n` bytes of the body that has arrived.

@@ -22,11 +22,11 @@ impl WsgiInput {
     }
 
     /// Wait until `enough` holds for the buffered body, or the body has ended; then `take`.
-    fn fill<R: Send>(
+    fn fill<'py, R>(
         &self,
-        py: Python<'_>,
-        enough: impl Fn(&Shared) -> bool + Send + Sync,
-        take: impl Fn(&mut Shared) -> R + Send + Sync,
+        py: Python<'py>,
+        enough: impl Fn(&Shared) -> bool,
+        take: impl Fn(Python<'py>, &mut Shared) -> R,
     ) -> PyResult<R> {
         loop {
             let ask = {
@@ -40,7 +40,7 @@ impl WsgiInput {
                     ));
                 }
                 if enough(&s) || s.body_ended {
-                    return Ok(take(&mut s));
+                    return Ok(take(py, &mut s));
                 }
                 !std::mem::replace(&mut s.asked, true)
             };
@@ -51,10 +51,12 @@ impl WsgiInput {
         }
     }
 
-    fn read_bytes(&self, py: Python<'_>, size: Option<usize>) -> PyResult<Vec<u8>> {
+    /// Up to `size` bytes (all, if None) as `bytes`, made from the buffer directly.
+    fn read_bytes<'py>(&self, py: Python<'py>, size: Option<usize>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = |py, s: &mut Shared, n| PyBytes::new(py, s.take_body(n));
         match size {
-            None => self.fill(py, |_| false, |s| s.take_body(usize::MAX).to_vec()),
-            Some(n) => self.fill(py, move |s| s.buffered() >= n, move |s| s.take_body(n).to_vec()),
+            None => self.fill(py, |_| false, move |py, s| bytes(py, s, usize::MAX)),
+            Some(n) => self.fill(py, move |s| s.buffered() >= n, move |py, s| bytes(py, s, n)),
         }
     }
 
@@ -68,7 +70,7 @@ impl WsgiInput {
         self.fill(
             py,
             move |s| line_len(s).is_some() || s.buffered() >= limit,
-            move |s| {
+            move |_, s| {
                 let n = line_len(s).unwrap_or(limit);
                 s.take_body(n).to_vec()
             },
@@ -85,8 +87,7 @@ fn size_arg(size: Option<isize>) -> Option<usize> {
 impl WsgiInput {
     #[pyo3(signature = (size=None))]
     fn read<'py>(&self, py: Python<'py>, size: Option<isize>) -> PyResult<Bound<'py, PyBytes>> {
-        let data = self.read_bytes(py, size_arg(size))?;
-        Ok(PyBytes::new(py, &data))
+        self.read_bytes(py, size_arg(size))
     }
 
     #[pyo3(signature = (size=None))]

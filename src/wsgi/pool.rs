@@ -198,7 +198,7 @@ impl Pool {
     pub fn prefetch(self: &Arc<Self>, py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
         let carrier = ex.carrier()?;
         if let Some(body) = carrier.take_whole_body(py, ex.gen)? {
-            ex.update(|s| s.push_body(&body, false));
+            ex.update(|s| s.push_buf(body, false));
         }
         let expecting = match carrier.h1() {
             Some(proto) => proto.get().lock(py)?.current(ex.gen).is_some_and(|r| r.expect == Expect::Waiting),

@@ -9,7 +9,7 @@ use super::socket::Filled;
 use super::Engine;
 use crate::http::conn::{Expect, Phase};
 use crate::http::head::ResponseHead;
-use crate::http::reading::{body_ready, take_body, Next};
+use crate::http::reading::{body_ready, take_body_buf, Next};
 use crate::http::settings::Settings;
 use crate::http::writing::{Part, Unfinished};
 use crate::wsgi::bridge::{app_error, OutPart, Post, WSGI_APP_END};
@@ -44,11 +44,10 @@ impl Direct {
         if !body_ready(req) {
             return false;
         }
-        take_body(req, |data, more| {
-            ex.update(|s| {
-                s.asked = false;
-                s.push_body(data, more);
-            })
+        let (data, more) = take_body_buf(req);
+        ex.update(|s| {
+            s.asked = false;
+            s.push_buf(data, more);
         });
         true
     }
