@@ -140,7 +140,13 @@ impl Engine {
                     if let Some(m) = metrics {
                         m.sent(data.len() as u64);
                     }
-                    c.objects.out.extend_from_slice(&data);
+                    if c.objects.unwritten() == 0 {
+                        // Nothing waits to go out: the part is the output, not copied into it.
+                        c.objects.out = data;
+                        c.objects.out_pos = 0;
+                    } else {
+                        c.objects.out.extend_from_slice(&data);
+                    }
                 }
                 Act::Close => c.objects.close = true,
                 Act::Abort => {
