@@ -202,15 +202,19 @@ def show(point, r):
           f"cpu {r['cpu_s']:5.1f} s  switches/req {r['switches_per_req'] or 0:5.2f}{balance}{errors}", flush=True)
 
 
+def app_of(base):
+    """The benchmark app a server of the HTTP suite serves."""
+    return "bench_wsgi:app" if entry(base).wsgi else "bench_rsgi:app" if entry(base).rsgi else "bench:app"
+
+
 def wrk_runs(args, rnd, form, workers, name, records):
     server_cpus, client_cpus, _ = placement(form)
     names = [w for w in args.workloads if w in WORKLOADS]
     port = free_port()
     point = {"round": rnd, "form": form, "workers": workers, "server": name}
     base, extra, env = split_name(name)
-    target = "bench_wsgi:app" if entry(base).wsgi else "bench_rsgi:app" if entry(base).rsgi else "bench:app"
     try:
-        server = ServerProcess(name, taskset(server_cpus) + entry(base).builder(target, port, workers) + extra,
+        server = ServerProcess(name, taskset(server_cpus) + entry(base).builder(app_of(base), port, workers) + extra,
                                port, APPS, env)
     except RuntimeError as exc:
         print(f"  {name} {form} w{workers}: {exc}", file=sys.stderr)
