@@ -156,8 +156,9 @@ fn a_request_that_arrives_whole_gives_its_body_in_its_own_buffer() {
     let mut c = Conn::<Plain>::new(());
     let mut acts = Vec::new();
     let body = b"0123456789".repeat(6);
-    let request =
-        |body: &[u8]| [format!("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes(), body].concat();
+    let request = |body: &[u8]| {
+        [format!("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes(), body].concat()
+    };
     // Head and body alone in the read buffer: the buffer is the body's, its head skipped.
     c.rbuf.extend_from_slice(&request(&body));
     let gen = begin(&mut c, &st, &mut acts);

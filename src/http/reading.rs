@@ -203,14 +203,13 @@ impl<W: World> Conn<W> {
         &mut self,
         head: &Head,
         head_method: bool,
-        reading: Reading,
+        mut reading: Reading,
         keep_alive: bool,
         upgrade: bool,
         log: Option<W::Log>,
         start: Option<f64>,
     ) -> &mut Request<W> {
         self.gen += 1;
-        let mut reading = reading;
         let mut body_buf = BodyBuf::default();
         match reading {
             // The request is all in the read buffer, its body at least as long as its head:

@@ -523,9 +523,9 @@ class Server:
     @staticmethod
     def _handoff(loop, state):
         """The WSGI thread engine's `handoff(fd, data)`: a connection that opened with
-        HTTP/2's preface, or asked for `Upgrade: h2c`, is served on the loop, which serves HTTP/2 (the engine serves
-        HTTP/1.1), by a protocol that reads what the engine read first. Called on an engine
-        thread; the connection is made on the loop's."""
+        HTTP/2's preface, or asked for `Upgrade: h2c`, is served on the loop, which serves
+        HTTP/2 (the engine serves HTTP/1.1), by a protocol that reads what the engine read
+        first. Called on an engine thread; the connection is made on the loop's."""
         def adopt(fd, data):
             sock = socket.socket(fileno=fd)
             try:
