@@ -2,11 +2,12 @@
 it passes as the loop's path does (`make test` runs those on both): a client that sends its
 body slowly, or reads its answer slowly, holds a connection but no thread; pipelined
 requests are answered in order; a streamed answer waits for a client that does not read
-(memory stays bounded); a client that resets mid-answer leaves the server serving; many
-connections at once are each answered right; and TLS falls back to the loop's path. (Its
-workers share connections by the board: tests/test_http_workers.py.)
+(memory stays bounded); apps that block each get a thread while the poller serves on; a
+client that resets mid-answer leaves the server serving; many connections at once are each
+answered right; and TLS falls back to the loop's path. (Its workers share connections by
+the board: tests/test_http_workers.py.)
 
-Each test has one or two engine threads, so that a request holding a thread would show."""
+Most tests have one or two engine threads, so that a request holding a thread would show."""
 
 import asyncio
 import logging
@@ -112,6 +113,34 @@ def test_many_connections_at_once(loop):
     async def main():
         async with threaded(wsgi_echo_app, threads=3) as server:
             await asyncio.gather(*(client(server, n) for n in range(60)))
+
+    run(loop, main(), timeout=60)
+
+
+def test_apps_that_block_each_get_a_thread_while_the_poller_serves_on(loop):
+    # Every request blocks (a database call, say) until all of them are in the app at
+    # once: the poller must be taken up again each time the threads it had are blocked,
+    # or the later requests are never read and the barrier never fills.
+    parties = 6
+    barrier = threading.Barrier(parties)
+
+    def blocking_app(environ, start_response):
+        try:
+            barrier.wait(timeout=WAIT)
+            status = "200 OK"
+        except threading.BrokenBarrierError:
+            status = "503 Service Unavailable"
+        start_response(status, [("Content-Length", "0")])
+        return []
+
+    async def main():
+        async with threaded(blocking_app, threads=parties) as server:
+            responses = await asyncio.gather(*(get(server) for _ in range(parties)))
+            assert [r.status for r in responses] == [200] * parties
+            # And again, with the threads now parked after their first requests.
+            barrier.reset()
+            responses = await asyncio.gather(*(get(server) for _ in range(parties)))
+            assert [r.status for r in responses] == [200] * parties
 
     run(loop, main(), timeout=60)
 

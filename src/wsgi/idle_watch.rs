@@ -30,7 +30,7 @@ const RECHECK: Duration = Duration::from_millis(5);
 
 /// Put the calling thread in scheduling class `policy`; false where that cannot be done.
 #[cfg(target_os = "linux")]
-fn set_class(policy: libc::c_int) -> bool {
+pub(crate) fn set_class(policy: libc::c_int) -> bool {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
     unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }

@@ -14,6 +14,7 @@
 
 mod gate;
 mod io;
+mod lead;
 mod poller;
 mod runner;
 mod sink;
@@ -74,8 +75,9 @@ pub struct Engine {
     state: Py<HttpServerState>,
     ctx: AppContext,
     logger: Py<PyAny>,
-    /// The poller; whoever holds the lock is the leader.
+    /// The poller, polled by the thread that holds `lead`.
     poll: Mutex<mio::Poll>,
+    lead: Arc<lead::Lead>,
     registry: mio::Registry,
     waker: mio::Waker,
     listeners: Mutex<Listeners>,
@@ -250,6 +252,7 @@ impl WsgiEngine {
             ctx: AppContext::new(app, environ)?,
             logger,
             poll: Mutex::new(poll),
+            lead: Arc::new(lead::Lead::default()),
             registry,
             waker,
             listeners: Mutex::new(Listeners { held, watching: true }),
@@ -265,6 +268,7 @@ impl WsgiEngine {
             open: AtomicUsize::new(0),
             handoff,
         });
+        engine.lead.watch(engine.switch_interval);
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
             let e = engine.clone();
@@ -274,6 +278,7 @@ impl WsgiEngine {
                 Err(err) => {
                     *lock_unpoisoned(&engine.alive) -= threads - i;
                     engine.stop.store(true, Ordering::Relaxed);
+                    engine.lead.stop();
                     let _ = engine.waker.wake();
                     return Err(os_error(err));
                 }
@@ -349,6 +354,7 @@ impl WsgiEngine {
     fn stop(&self, py: Python<'_>, timeout: f64) -> usize {
         let e = &self.engine;
         e.stop.store(true, Ordering::Relaxed);
+        e.lead.stop();
         let _ = e.waker.wake();
         let handles = std::mem::take(&mut *lock_unpoisoned(&self.threads));
         let wait = std::time::Duration::try_from_secs_f64(timeout.max(0.0)).unwrap_or(std::time::Duration::MAX);

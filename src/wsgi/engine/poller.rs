@@ -1,7 +1,7 @@
-//! The leader's work: one thread at a time holds the poller. It accepts, reads and parses
-//! (without the GIL), fires the connections' timers, and keeps polling while the requests
-//! it finds are being taken up; when one needs a thread to run it (see `runner`), it hands
-//! the poller to a follower and runs it.
+//! The leader's work: one thread at a time holds the poller (`lead` says which). It
+//! accepts, reads and parses (without the GIL), fires the connections' timers, and keeps
+//! polling while the requests it finds are being taken up; when one needs a thread to run
+//! it (see `runner`), it leaves the poller to a follower and runs it.
 
 use super::slot::{Conn, Link, Slot};
 use super::socket::{no_delay, Stream};
@@ -51,20 +51,24 @@ impl Engine {
         let mut events = Events::with_capacity(EVENTS);
         while !self.stop.load(Ordering::Relaxed) {
             {
+                let lead = self.lead.take();
                 let mut poll = lock_unpoisoned(&self.poll);
                 // Requests queued before it led may want it first.
                 let mut jobs = Vec::new();
-                loop {
+                // Whether a follower is woken as this thread leaves (see `lead`).
+                let eager = loop {
                     if self.stop.load(Ordering::Relaxed) {
                         // The next follower sees it at once, and so on.
                         let _ = self.waker.wake();
                         return;
                     }
-                    if self.queue(jobs) {
-                        break;
+                    if let Some(eager) = self.queue(jobs) {
+                        break eager;
                     }
                     jobs = self.poll_once(&mut poll, &mut events);
-                }
+                };
+                drop(poll);
+                lead.leave(eager);
             }
             self.run_queue(class);
         }

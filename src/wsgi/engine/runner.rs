@@ -40,15 +40,23 @@ pub struct Baton {
     finished: Vec<Arc<Slot>>,
     /// How busy the process is (for the runners' scheduling class).
     cpu: CpuShare,
+    /// Threads inside an app call: one that gets the GIL while another is in one got it
+    /// because that app blocked (or ran a whole switch interval).
+    in_app: usize,
 }
 
 impl Engine {
-    /// Queue `jobs`; whether the poller should go and run (nobody runs, or nobody waits
-    /// to run the queue).
-    pub fn queue(&self, jobs: Vec<Arc<Slot>>) -> bool {
+    /// Queue `jobs`; Some if the poller should leave to run them (nobody runs) or to wait
+    /// for the GIL to (nobody waits), with whether a follower should be woken to lead at
+    /// once: this thread will run, or apps are blocked (two threads inside one), so nobody
+    /// may come back to the poller for a while (see `lead`).
+    pub fn queue(&self, jobs: Vec<Arc<Slot>>) -> Option<bool> {
         let mut b = lock_unpoisoned(&self.baton);
         b.queue.extend(jobs);
-        !b.queue.is_empty() && (b.runners == 0 || !b.waiter)
+        if b.queue.is_empty() || (b.runners > 0 && b.waiter) {
+            return None;
+        }
+        Some(b.runners == 0 || b.in_app >= 2)
     }
 
     /// Queue a request found outside the poller (by a shutdown): the poller is woken to
@@ -82,6 +90,7 @@ impl Engine {
             {
                 let mut b = lock_unpoisoned(&self.baton);
                 b.waiter = false;
+                self.take_up_if_blocked(&b);
                 if b.queue.is_empty() {
                     return;
                 }
@@ -136,6 +145,15 @@ impl Engine {
         }
     }
 
+    /// Got the GIL while another thread is inside an app: that app let it go because it
+    /// blocks, and nobody comes back to the poller until it returns, so a follower takes
+    /// up a lead that was left (see `lead`).
+    fn take_up_if_blocked(&self, b: &Baton) {
+        if b.in_app > 0 {
+            self.lead.take_up();
+        }
+    }
+
     /// End this runner's turn if another runner serves on; if requests wait and nobody
     /// waits for the GIL to take them, the poller is woken to find a thread that will.
     fn retire(&self) -> bool {
@@ -163,7 +181,10 @@ impl Engine {
             written = Some(Instant::now());
             more
         });
-        lock_unpoisoned(&self.baton).queue.extend(more);
+        let mut b = lock_unpoisoned(&self.baton);
+        b.queue.extend(more);
+        self.take_up_if_blocked(&b);
+        drop(b);
         written.map_or(Duration::ZERO, |at| at.elapsed())
     }
 
@@ -201,7 +222,9 @@ impl Engine {
         };
         self.log_with(py, logs);
         if let Some(ex) = exchange {
+            lock_unpoisoned(&self.baton).in_app += 1;
             response::serve(py, &self.ctx, ex);
+            lock_unpoisoned(&self.baton).in_app -= 1;
             let logs = std::mem::take(&mut slot.lock().objects.logs);
             self.log_with(py, logs);
         }
