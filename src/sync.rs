@@ -104,6 +104,24 @@ pub fn lock_unpoisoned<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Wait on `cv` with `guard`'s lock, even if a thread panicked while holding it (as
+/// `lock_unpoisoned`).
+pub fn wait_unpoisoned<'a, T>(
+    cv: &std::sync::Condvar,
+    guard: std::sync::MutexGuard<'a, T>,
+) -> std::sync::MutexGuard<'a, T> {
+    cv.wait(guard).unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `wait_unpoisoned` for at most `timeout`.
+pub fn wait_timeout_unpoisoned<'a, T>(
+    cv: &std::sync::Condvar,
+    guard: std::sync::MutexGuard<'a, T>,
+    timeout: std::time::Duration,
+) -> std::sync::MutexGuard<'a, T> {
+    cv.wait_timeout(guard, timeout).unwrap_or_else(std::sync::PoisonError::into_inner).0
+}
+
 /// Lock the one structure that stays a `Mutex` because it is used with the GIL released (the
 /// poller). Only the loop's own thread takes it, so a busy lock means re-entry, as above.
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> PyResult<std::sync::MutexGuard<'_, T>> {

@@ -11,7 +11,7 @@ use crate::carrier::Carrier;
 use crate::http::conn::BodyBuf;
 use crate::http::head::HeadRules;
 use crate::http::settings::Settings;
-use crate::sync::lock_unpoisoned;
+use crate::sync::{lock_unpoisoned, wait_unpoisoned};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -182,10 +182,7 @@ impl Exchange {
             let mut g = self.lock();
             while !ready(&g) {
                 g.waiting = true;
-                g = match self.changed.wait(g) {
-                    Ok(g) => g,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
+                g = wait_unpoisoned(&self.changed, g);
             }
             g.waiting = false;
             then(&mut g)

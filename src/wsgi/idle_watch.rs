@@ -20,6 +20,8 @@
 #[cfg(target_os = "linux")]
 use super::pool::PoolState;
 use super::pool::Shared;
+#[cfg(target_os = "linux")]
+use crate::sync::{wait_timeout_unpoisoned, wait_unpoisoned};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,19 +132,13 @@ fn watch(shared: &Shared, one_cpu: bool) {
                     Err(g) => st = g,
                 }
             } else {
-                st = match shared.queued.wait_timeout(st, RECHECK) {
-                    Ok((g, _)) => g,
-                    Err(poisoned) => poisoned.into_inner().0,
-                };
+                st = wait_timeout_unpoisoned(&shared.queued, st, RECHECK);
                 continue;
             }
         }
         // Woken (`watcher_waiting` taken) when a request is left waiting, or at the stop.
         st.watcher_waiting = true;
-        st = match shared.queued.wait(st) {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        st = wait_unpoisoned(&shared.queued, st);
         st.watcher_waiting = false;
     }
 }

@@ -26,7 +26,7 @@ use super::idle_watch;
 use super::response;
 use crate::http::body::BodyRead;
 use crate::http::conn::Expect;
-use crate::sync::lock_unpoisoned;
+use crate::sync::{lock_unpoisoned, wait_timeout_unpoisoned};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -398,10 +398,7 @@ impl Pool {
                 if left.is_zero() {
                     break;
                 }
-                st = match self.shared.ended.wait_timeout(st, left) {
-                    Ok((g, _)) => g,
-                    Err(poisoned) => poisoned.into_inner().0,
-                };
+                st = wait_timeout_unpoisoned(&self.shared.ended, st, left);
             }
         });
         let running = self.lock().running;

@@ -14,7 +14,7 @@
 //! the GIL accepts too. Where the idle class is missing, every leaving leader wakes a
 //! follower.
 
-use crate::sync::lock_unpoisoned;
+use crate::sync::{lock_unpoisoned, wait_timeout_unpoisoned, wait_unpoisoned};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::Thread;
@@ -191,17 +191,11 @@ impl Lead {
             }
             if left {
                 seen = Some(st.leaves);
-                st = match self.left_backstop.wait_timeout(st, interval) {
-                    Ok((g, _)) => g,
-                    Err(poisoned) => poisoned.into_inner().0,
-                };
+                st = wait_timeout_unpoisoned(&self.left_backstop, st, interval);
             } else {
                 seen = None;
                 st.backstop_waiting = true;
-                st = match self.left_backstop.wait(st) {
-                    Ok(g) => g,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
+                st = wait_unpoisoned(&self.left_backstop, st);
                 st.backstop_waiting = false;
             }
         }
@@ -214,10 +208,8 @@ impl Lead {
         st.watched = true;
         loop {
             if st.stopping {
+                // `stop` has handed an unled lead on; leaving leaders do from now on.
                 st.watched = false;
-                if !st.led {
-                    st.call_next();
-                }
                 return;
             }
             if !st.led && st.call_next() {
@@ -225,10 +217,7 @@ impl Lead {
                 continue;
             }
             st.watcher_waiting = true;
-            st = match self.left.wait(st) {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            st = wait_unpoisoned(&self.left, st);
             st.watcher_waiting = false;
         }
     }

@@ -86,6 +86,9 @@ pub struct Engine {
     table: Mutex<Table>,
     timers: Mutex<Timers>,
     baton: Mutex<Baton>,
+    /// Threads inside an app call: one that gets the GIL while another is in one got it
+    /// because that app blocked (or ran a whole switch interval); see `lead`.
+    in_app: AtomicUsize,
     threads: usize,
     /// Threads still running, and the signal of each one's end.
     alive: Mutex<usize>,
@@ -260,6 +263,7 @@ impl WsgiEngine {
             table: Mutex::new(Table::default()),
             timers: Mutex::new(Timers::default()),
             baton: Mutex::new(Baton::default()),
+            in_app: AtomicUsize::new(0),
             threads,
             alive: Mutex::new(threads),
             exited: Condvar::new(),

@@ -40,9 +40,6 @@ pub struct Baton {
     finished: Vec<Arc<Slot>>,
     /// How busy the process is (for the runners' scheduling class).
     cpu: CpuShare,
-    /// Threads inside an app call: one that gets the GIL while another is in one got it
-    /// because that app blocked (or ran a whole switch interval).
-    in_app: usize,
 }
 
 impl Engine {
@@ -56,7 +53,7 @@ impl Engine {
         if b.queue.is_empty() || (b.runners > 0 && b.waiter) {
             return None;
         }
-        Some(b.runners == 0 || b.in_app >= 2)
+        Some(b.runners == 0 || self.in_app.load(Ordering::Relaxed) >= 2)
     }
 
     /// Queue a request found outside the poller (by a shutdown): the poller is woken to
@@ -90,7 +87,7 @@ impl Engine {
             {
                 let mut b = lock_unpoisoned(&self.baton);
                 b.waiter = false;
-                self.take_up_if_blocked(&b);
+                self.take_up_if_blocked();
                 if b.queue.is_empty() {
                     return;
                 }
@@ -148,8 +145,8 @@ impl Engine {
     /// Got the GIL while another thread is inside an app: that app let it go because it
     /// blocks, and nobody comes back to the poller until it returns, so a follower takes
     /// up a lead that was left (see `lead`).
-    fn take_up_if_blocked(&self, b: &Baton) {
-        if b.in_app > 0 {
+    fn take_up_if_blocked(&self) {
+        if self.in_app.load(Ordering::Relaxed) > 0 {
             self.lead.take_up();
         }
     }
@@ -181,10 +178,8 @@ impl Engine {
             written = Some(Instant::now());
             more
         });
-        let mut b = lock_unpoisoned(&self.baton);
-        b.queue.extend(more);
-        self.take_up_if_blocked(&b);
-        drop(b);
+        lock_unpoisoned(&self.baton).queue.extend(more);
+        self.take_up_if_blocked();
         written.map_or(Duration::ZERO, |at| at.elapsed())
     }
 
@@ -222,9 +217,9 @@ impl Engine {
         };
         self.log_with(py, logs);
         if let Some(ex) = exchange {
-            lock_unpoisoned(&self.baton).in_app += 1;
+            self.in_app.fetch_add(1, Ordering::Relaxed);
             response::serve(py, &self.ctx, ex);
-            lock_unpoisoned(&self.baton).in_app -= 1;
+            self.in_app.fetch_sub(1, Ordering::Relaxed);
             let logs = std::mem::take(&mut slot.lock().objects.logs);
             self.log_with(py, logs);
         }
