@@ -274,11 +274,17 @@ impl LoopCore {
             };
             if let Err(e) = res {
                 // Put things back as they were.
-                let entry = st.io.get_mut(&fd).expect("entry inserted above");
-                let ours = std::mem::replace(entry.slot(which), previous);
-                if entry.is_unused() {
-                    st.io.remove(&fd);
-                }
+                // The entry was inserted above, under the same lock.
+                let ours = match st.io.get_mut(&fd) {
+                    Some(entry) => {
+                        let ours = std::mem::replace(entry.slot(which), previous);
+                        if entry.is_unused() {
+                            st.io.remove(&fd);
+                        }
+                        ours
+                    }
+                    None => previous,
+                };
                 drop(st);
                 if let Some(h) = &ours {
                     hand_back(h.bind(py));

@@ -128,15 +128,12 @@ impl TlsCore {
                 Err(e) => return Err(e),
             }
         }
-        if !chunks.is_empty() {
-            let data = if chunks.len() == 1 {
-                chunks.pop().expect("one chunk")
-            } else {
-                PyBytes::new(py, b"").call_method1(intern!(py, "join"), (chunks,))?
-            };
-            if let Some(p) = this.app_protocol(py) {
-                p.bind(py).call_method1(intern!(py, "data_received"), (data,))?;
-            }
+        let data = match chunks.len() {
+            0 | 1 => chunks.pop(),
+            _ => Some(PyBytes::new(py, b"").call_method1(intern!(py, "join"), (chunks,))?),
+        };
+        if let (Some(data), Some(p)) = (data, this.app_protocol(py)) {
+            p.bind(py).call_method1(intern!(py, "data_received"), (data,))?;
         }
         if close_notify {
             this.call_eof_received(py)?;
