@@ -274,22 +274,23 @@ impl LoopCore {
             };
             if let Err(e) = res {
                 // Put things back as they were.
-                // The entry was inserted above, under the same lock.
-                let ours = match st.io.get_mut(&fd) {
+                // The entry was inserted above, under the same lock; were it gone, neither
+                // handle would be in the table any more.
+                let out_of_table = match st.io.get_mut(&fd) {
                     Some(entry) => {
                         let ours = std::mem::replace(entry.slot(which), previous);
                         if entry.is_unused() {
                             st.io.remove(&fd);
                         }
-                        ours
+                        [ours, None]
                     }
-                    None => previous,
+                    None => [Some(handle.clone_ref(py)), previous],
                 };
                 drop(st);
-                if let Some(h) = &ours {
+                for h in out_of_table.iter().flatten() {
                     hand_back(h.bind(py));
                 }
-                drop((ours, linger));
+                drop((out_of_table, linger));
                 return Err(os_error(py, e));
             }
             (previous, linger)
