@@ -13,6 +13,7 @@ pub mod fuzzing;
 mod handles;
 mod http;
 mod http2;
+mod intmap;
 mod metrics;
 mod pyutil;
 mod reactor;

@@ -9,6 +9,7 @@
 use crate::call_args::CallArgs;
 use crate::clock::monotonic;
 use crate::handles::{hand_back, Handle, LoopShared, TimerHandle};
+use crate::intmap::IntMap;
 use crate::pyutil::{fileobj_to_fd, os_error, vectorcall_kw};
 use crate::reactor::{self, Poller, Readiness, WAKER_TOKEN};
 use crate::sock_ops;
@@ -23,7 +24,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use pyo3::{ffi, intern, PyTraverseError, PyVisit};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,7 +48,7 @@ enum Ready {
 struct State {
     ready: VecDeque<Ready>,
     timers: TimerQueue<Py<TimerHandle>>,
-    io: HashMap<RawFd, IoEntry>,
+    io: IntMap<RawFd, IoEntry>,
     /// Descriptors whose entry lingers (see `Linger`), with when it started.
     lingering: Vec<(RawFd, u64)>,
     /// Loop iterations so far.

@@ -11,10 +11,11 @@
 use super::pipe::Pipe;
 use super::writing::Writing;
 use super::Settings;
+use crate::intmap::IntMap;
 use bytes::Bytes;
 use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Reason, RecvStream, SendStream};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -176,7 +177,7 @@ impl Stream {
 pub struct H2Core {
     pipe: Pipe,
     phase: Phase,
-    pub streams: HashMap<u32, Stream>,
+    pub streams: IntMap<u32, Stream>,
     /// Response bytes a stream may have queued before its writer waits.
     send_buffer: usize,
     flag: Arc<Flag>,
@@ -214,7 +215,7 @@ impl H2Core {
         H2Core {
             phase: Phase::Handshake(b.handshake(pipe.clone())),
             pipe,
-            streams: HashMap::new(),
+            streams: IntMap::default(),
             send_buffer: config.max_send_buffer_size,
             flag,
             waker,

@@ -19,12 +19,12 @@ use super::tunnel::{H2Tunnel, Tunnel};
 use crate::carrier::Carrier;
 use crate::clock::monotonic;
 use crate::http::config::HttpServerState;
+use crate::intmap::IntMap;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::{write_via, Held, Hold, StreamCore};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
-use std::collections::HashMap;
 
 pub struct H2Conn {
     pub core: H2Core,
@@ -34,9 +34,9 @@ pub struct H2Conn {
     pub client: Option<Py<PyAny>>,
     pub server: Option<Py<PyAny>>,
     pub https: bool,
-    pub streams: HashMap<u32, StreamObjects>,
+    pub streams: IntMap<u32, StreamObjects>,
     /// Streams that carry another protocol (RFC 8441 WebSockets), by id (see `tunnel`).
-    pub tunnels: HashMap<u32, Tunnel>,
+    pub tunnels: IntMap<u32, Tunnel>,
     pub lost: bool,
     pub writing_paused: bool,
     /// When the transport last paused our writing (the client reads too little).
@@ -154,8 +154,8 @@ impl H2Protocol {
                 client,
                 server,
                 https,
-                streams: HashMap::new(),
-                tunnels: HashMap::new(),
+                streams: IntMap::default(),
+                tunnels: IntMap::default(),
                 lost: false,
                 writing_paused: false,
                 paused_since: 0.0,

@@ -67,7 +67,9 @@ fn connection_specific(name: &[u8]) -> bool {
 }
 
 /// `name: value\r\n` lines as HTTP/2 fields; the lines were checked when they were made.
-fn fields(lines: &[u8], map: &mut HeaderMap) {
+/// The values are slices of `lines`, which they share: one allocation for the head, not
+/// one per field.
+fn fields(lines: Bytes, map: &mut HeaderMap) {
     for line in lines.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
@@ -75,19 +77,20 @@ fn fields(lines: &[u8], map: &mut HeaderMap) {
         if connection_specific(name) {
             continue;
         }
-        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_maybe_shared(lines.slice_ref(value))) {
             map.append(n, v);
         }
     }
 }
 
 /// The HTTP/2 head of `head` (its status line dropped).
-pub fn response(head: &ResponseHead, head_method: bool, whole: Option<u64>) -> Response<()> {
+pub fn response(head: ResponseHead, head_method: bool, whole: Option<u64>) -> Response<()> {
     let mut r = Response::new(());
     *r.status_mut() = StatusCode::from_u16(head.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let first = head.bytes.iter().position(|&b| b == b'\n').map_or(head.bytes.len(), |i| i + 1);
-    fields(&head.bytes[first..], r.headers_mut());
-    if head.length.is_none() && !bodiless(head.status, head_method) {
+    let sized = head.length.is_some() || bodiless(head.status, head_method);
+    fields(Bytes::from(head.bytes).slice(first..), r.headers_mut());
+    if !sized {
         if let Some(n) = whole {
             r.headers_mut().insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
         }
@@ -133,7 +136,7 @@ impl H2Core {
                     let whole = (!more && !trailers).then_some(n);
                     let end = bodiless || (whole == Some(0));
                     let left = head.length.map(|l| l.saturating_sub(n));
-                    self.send_head(id, response(&head, head_method, whole), end).map_err(gone)?;
+                    self.send_head(id, response(head, head_method, whole), end).map_err(gone)?;
                     self.body_part(id, data, more, left, trailers, end)
                 }
                 Writing::Body { left, trailers } => {
@@ -157,7 +160,7 @@ impl H2Core {
             },
             Part::Trailers { fields: lines, more } => {
                 let Writing::Trailers(map) = &mut s.writing else { return Err(RespondError::NoTrailers) };
-                fields(&lines, map);
+                fields(Bytes::from(lines), map);
                 if more {
                     return Ok(Taken::Ready);
                 }
@@ -190,7 +193,7 @@ impl H2Core {
         }
         let end = bodiless(head.status, head_method) || size == 0;
         // HEAD gets the length GET would (the file's size is known).
-        self.send_head(id, response(&head, false, Some(size)), end).map_err(|_| RespondError::Gone)?;
+        self.send_head(id, response(head, false, Some(size)), end).map_err(|_| RespondError::Gone)?;
         if end {
             return Ok(());
         }
