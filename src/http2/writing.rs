@@ -283,3 +283,44 @@ pub fn simple(st: &Settings, status: u16, head_method: bool, extra: &[u8]) -> (R
     let length = Some(crate::http::response::reason(status).len() as u64);
     (ResponseHead { status, bytes: whole[..end].to_vec(), length, close: false }, body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(status: u16, lines: &str, length: Option<u64>) -> ResponseHead {
+        ResponseHead { status, bytes: format!("HTTP/1.1 {status} X\r\n{lines}").into_bytes(), length, close: false }
+    }
+
+    #[test]
+    fn fields_are_the_lines_values_without_connection_specific_ones() {
+        let lines = "content-type: text/plain\r\nconnection: keep-alive\r\nx-empty: \r\nx-a:  1 \r\nx-a: 2\r\n";
+        let r = response(head(200, lines, None), false, Some(5));
+        let h = r.headers();
+        assert_eq!(h.get("content-type").map(|v| v.as_bytes()), Some(&b"text/plain"[..]));
+        assert!(h.get("connection").is_none());
+        assert_eq!(h.get("x-empty").map(|v| v.as_bytes()), Some(&b""[..]));
+        let a: Vec<&[u8]> = h.get_all("x-a").iter().map(|v| v.as_bytes()).collect();
+        assert_eq!(a, vec![&b"1"[..], &b"2"[..]]);
+        assert_eq!(h.get("content-length").map(|v| v.as_bytes()), Some(&b"5"[..]));
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+
+    #[test]
+    fn content_length_is_added_only_where_the_head_has_none_and_a_body_is_sent() {
+        let given = response(head(200, "content-length: 3\r\n", Some(3)), false, Some(3));
+        assert_eq!(given.headers().get_all("content-length").iter().count(), 1);
+        assert!(response(head(204, "", None), false, Some(0)).headers().get("content-length").is_none());
+        assert!(response(head(200, "", None), false, None).headers().get("content-length").is_none());
+    }
+
+    #[test]
+    fn a_head_without_fields_has_none() {
+        let r = response(
+            ResponseHead { status: 200, bytes: b"HTTP/1.1 200 OK".to_vec(), length: None, close: false },
+            false,
+            None,
+        );
+        assert!(r.headers().is_empty());
+    }
+}
