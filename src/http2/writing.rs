@@ -88,9 +88,8 @@ pub fn response(head: ResponseHead, head_method: bool, whole: Option<u64>) -> Re
     let mut r = Response::new(());
     *r.status_mut() = StatusCode::from_u16(head.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let first = head.bytes.iter().position(|&b| b == b'\n').map_or(head.bytes.len(), |i| i + 1);
-    let sized = head.length.is_some() || bodiless(head.status, head_method);
     fields(Bytes::from(head.bytes).slice(first..), r.headers_mut());
-    if !sized {
+    if head.length.is_none() && !bodiless(head.status, head_method) {
         if let Some(n) = whole {
             r.headers_mut().insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
         }
