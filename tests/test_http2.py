@@ -7,10 +7,14 @@ is the `h2` library's state machine (tests/h2util.py), so that each frame is the
 import asyncio
 import hashlib
 import logging
+import os
 import re
 import socket
 import ssl
+import sys
 
+import h2.config
+import h2.connection
 import h2.errors
 import h2.events
 import pytest
@@ -55,6 +59,70 @@ def test_h2c_prior_knowledge_many_streams_on_one_connection(loop):
             c.close()
 
     run(loop, main())
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="without eager tasks every app starts in an iteration of its own")
+def test_answers_leave_while_the_rest_of_a_burst_of_streams_is_served(loop):
+    """60 streams read at once: the server does not start every app before it writes an
+    answer, so the client has answers to read, and requests to send, while the server
+    serves the rest. The last stream's app peeks at the client's socket; the client runs
+    in a thread of its own, so that the server's loop has nothing else to run (its apps
+    then start eagerly, as under load)."""
+    shared = {}
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        n = int(scope["path"][1:])
+        if n == 59:
+            try:
+                shared["peeked"] = len(shared["socket"].recv(1 << 20, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+            except BlockingIOError:
+                shared["peeked"] = 0
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"%d" % n * 1024})
+
+    def client(port):
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+        conn.initiate_connection()
+        bodies = {}
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.settimeout(10)
+            sock.sendall(conn.data_to_send())
+            # The server's SETTINGS first: what is peeked later is answers.
+            while not any(isinstance(e, h2.events.RemoteSettingsChanged) for e in conn.receive_data(sock.recv(65536))):
+                pass
+            # A socket with a timeout waits for data before a read; a duplicate without
+            # one reads at once (MSG_DONTWAIT).
+            shared["socket"] = socket.socket(fileno=os.dup(sock.fileno()))
+            ids = []
+            for i in range(60):
+                sid = conn.get_next_available_stream_id()
+                conn.send_headers(sid, [(b":method", b"GET"), (b":path", b"/%d" % i), (b":scheme", b"http"),
+                                        (b":authority", b"localhost")], end_stream=True)
+                ids.append(sid)
+                bodies[sid] = b""
+            sock.sendall(conn.data_to_send())  # all 60 in one write
+            ended = set()
+            while len(ended) < len(ids):
+                for e in conn.receive_data(sock.recv(65536)):
+                    if isinstance(e, h2.events.DataReceived):
+                        bodies[e.stream_id] += e.data
+                        conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                    elif isinstance(e, h2.events.StreamEnded):
+                        ended.add(e.stream_id)
+                sock.sendall(conn.data_to_send())
+        shared["socket"].close()
+        return [bodies[sid] for sid in ids]
+
+    async def main():
+        async with serving(app) as server:
+            return await asyncio.get_running_loop().run_in_executor(None, client, port_of(server))
+
+    bodies = run(loop, main())
+    assert bodies == [b"%d" % i * 1024 for i in range(60)]
+    # More than one answer's body: earlier streams' answers were on the wire.
+    assert shared["peeked"] > 2 * 1024, shared["peeked"]
 
 
 def test_http11_still_served_beside_http2(loop):

@@ -174,7 +174,7 @@ impl H2Protocol {
         st.active_requests.fetch_add(1, Ordering::Relaxed);
         st.total_requests.fetch_add(1, Ordering::Relaxed);
         c.streams.insert(id, objects);
-        outs.push(Out::Start(served.request, id));
+        c.unstarted.push_back((served.request, id));
         Ok(())
     }
 
