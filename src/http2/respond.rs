@@ -260,7 +260,9 @@ impl H2Protocol {
             if let Some(out) = record(st, &mut s, status) {
                 outs.push(out);
             }
-            outs.push(Out::Disconnect(std::mem::take(&mut s.readers), s.upgrade));
+            if !s.readers.is_empty() {
+                outs.push(Out::Disconnect(std::mem::take(&mut s.readers), s.upgrade));
+            }
             if c.streams.is_empty() {
                 c.idle_since = crate::clock::monotonic();
             }

@@ -105,7 +105,7 @@ impl H2Protocol {
                     }
                 }
                 Event::Ended(id) => {
-                    if let Some(s) = c.streams.get_mut(&id) {
+                    if let Some(s) = c.streams.get_mut(&id).filter(|s| !s.readers.is_empty()) {
                         outs.push(Out::Disconnect(std::mem::take(&mut s.readers), s.upgrade));
                     }
                 }
