@@ -141,8 +141,8 @@ pub(super) const OUTPUT_CAP: usize = 256 * 1024;
 /// they are small). One client sending 100 streams at once then gets the first answers
 /// while the server works on the rest, and sends its next requests meanwhile, instead of
 /// leaving the server idle while it reads all 100 answers (a quarter of the time, at one
-/// connection x 100 streams). Measured: hello at 1 x 100 109k req/s with every stream
-/// started in one pass, 139-145k with 8, 16 or 32 a pass (docs/design.md, HTTP/2).
+/// connection x 100 streams). Measured: hello at 1 x 100 105-116k req/s with every
+/// stream started in one pass, 138-149k with 8, 16 or 32 a pass (docs/design.md, HTTP/2).
 const STARTS_PER_PASS: usize = 16;
 
 impl H2Protocol {
