@@ -24,6 +24,7 @@ use crate::http::config::HttpServerState;
 use crate::intmap::IntMap;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::{write_via, Held, Hold, StreamCore};
+use crate::transport::tls::TlsCore;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -34,6 +35,8 @@ pub struct H2Conn {
     pub transport: Option<Py<PyAny>>,
     pub(super) write: Option<Py<PyAny>>,
     pub(super) stream: Option<Py<StreamCore>>,
+    /// swordfish's TLS under the transport: the frames are handed to it without a copy.
+    pub(super) tls: Option<Py<TlsCore>>,
     pub client: Option<Py<PyAny>>,
     pub server: Option<Py<PyAny>>,
     pub https: bool,
@@ -166,6 +169,7 @@ impl H2Protocol {
                 transport: None,
                 write: None,
                 stream: None,
+                tls: None,
                 client,
                 server,
                 https,
@@ -206,10 +210,10 @@ impl H2Protocol {
             let mut c = this.lock(py)?;
             c.upgrade = upgrade;
             c.write = Some(transport.getattr(intern!(py, "write"))?.unbind());
-            c.stream = match transport.getattr_opt(intern!(py, "_core"))? {
-                Some(core) => core.cast_into::<StreamCore>().ok().map(Bound::unbind),
-                None => None,
-            };
+            if let Some(core) = transport.getattr_opt(intern!(py, "_core"))? {
+                c.tls = core.cast::<TlsCore>().ok().map(|t| t.clone().unbind());
+                c.stream = core.cast_into::<StreamCore>().ok().map(Bound::unbind);
+            }
             c.transport = Some(transport.clone().unbind());
         }
         this.state.get().connections.bind(py).add(slf)?;
@@ -303,10 +307,17 @@ impl H2Protocol {
         if let Some(m) = self.state.get().metrics() {
             m.sent(output.len() as u64);
         }
-        let (core, w) = {
+        let (core, tls, w) = {
             let c = self.lock(py)?;
-            (c.stream.as_ref().map(|t| t.clone_ref(py)), c.write.as_ref().map(|w| w.clone_ref(py)))
+            (
+                c.stream.as_ref().map(|t| t.clone_ref(py)),
+                c.tls.as_ref().map(|t| t.clone_ref(py)),
+                c.write.as_ref().map(|w| w.clone_ref(py)),
+            )
         };
+        if let Some(tls) = tls {
+            return tls.get().write_owned(py, output);
+        }
         write_via(py, core, w, Held::Owned(output), Some(Hold::IfSmall))
     }
 
@@ -449,6 +460,7 @@ impl H2Protocol {
                 outs.push(Out::Forget);
             }
             let timers = [c.timer.take(), c.ping_timer.take(), c.stall_timer.take()];
+            c.tls = None;
             (c.transport.take(), c.write.take(), c.stream.take(), timers)
         };
         for t in dropped.3.iter().flatten() {
@@ -578,6 +590,7 @@ impl H2Protocol {
             visit.call(&c.transport)?;
             visit.call(&c.write)?;
             visit.call(&c.stream)?;
+            visit.call(&c.tls)?;
             visit.call(&c.client)?;
             visit.call(&c.server)?;
             visit.call(&c.timer)?;
@@ -610,6 +623,7 @@ impl H2Protocol {
             c.transport = None;
             c.write = None;
             c.stream = None;
+            c.tls = None;
             c.timer = None;
             c.ping_timer = None;
             c.stall_timer = None;

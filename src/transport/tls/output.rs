@@ -41,6 +41,49 @@ impl TlsCore {
         Ok(())
     }
 
+    /// Application data the caller owns (an HTTP/2 connection's frames), encrypted straight
+    /// from `data` when nothing waits before it, instead of first being copied into a bytes
+    /// object; otherwise queued as `write` would.
+    pub fn write_owned(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let direct = self.inner(py).map(|i| i.state == State::Wrapped && i.backlog.is_empty())?;
+        if !direct {
+            return self.write_appdata(py, vec![PyBytes::new(py, &data).into_any()]);
+        }
+        let len = isize::try_from(data.len()).map_err(|_| PyTypeError::new_err("data too large"))?;
+        // SAFETY: `data` outlives the view, which is released before `data` is dropped (and
+        // `release` fails rather than leave a view in use); the view is read-only.
+        let view = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                pyo3::ffi::PyMemoryView_FromMemory(data.as_ptr() as *mut _, len, pyo3::ffi::PyBUF_READ),
+            )?
+        };
+        let written = self.ssl(py)?.bind(py).call_method1(intern!(py, "write"), (&view,));
+        view.call_method0(intern!(py, "release"))?;
+        let r = match written {
+            Ok(n) => n.extract::<usize>().map(Some),
+            Err(e) if self.is_again(py, &e) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let r = r.and_then(|count| {
+            // A memory BIO takes every record: the rest is queued only in case it did not.
+            let count = count.unwrap_or(0);
+            if count < data.len() {
+                let mut inner = self.inner(py)?;
+                inner.backlog_size += data.len() - count;
+                inner.backlog.push_back(PyBytes::new(py, &data[count..]).unbind());
+            }
+            self.process_outgoing(py)
+        });
+        match r {
+            Err(e) => self.fatal(py, e, "Fatal error on SSL protocol"),
+            Ok(()) => Ok(()),
+        }
+    }
+
     pub(super) fn do_write(&self, py: Python<'_>) -> PyResult<()> {
         let ssl = self.ssl(py)?;
         loop {
