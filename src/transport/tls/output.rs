@@ -53,8 +53,8 @@ impl TlsCore {
             return self.write_appdata(py, vec![PyBytes::new(py, &data).into_any()]);
         }
         let len = isize::try_from(data.len()).map_err(|_| PyTypeError::new_err("data too large"))?;
-        // SAFETY: `data` outlives the view, which is released before `data` is dropped (and
-        // `release` fails rather than leave a view in use); the view is read-only.
+        // SAFETY: the view is read-only and released before `data` is dropped; if it cannot
+        // be (something still holds its buffer), `data` is leaked rather than freed.
         let view = unsafe {
             Bound::from_owned_ptr_or_err(
                 py,
@@ -62,7 +62,10 @@ impl TlsCore {
             )?
         };
         let written = self.ssl(py)?.bind(py).call_method1(intern!(py, "write"), (&view,));
-        view.call_method0(intern!(py, "release"))?;
+        if let Err(e) = view.call_method0(intern!(py, "release")) {
+            std::mem::forget(data);
+            return Err(e);
+        }
         let r = match written {
             Ok(n) => n.extract::<usize>().map(Some),
             Err(e) if self.is_again(py, &e) => Ok(None),
