@@ -137,16 +137,8 @@ impl AsyncRead for Pipe {
 }
 
 impl AsyncWrite for Pipe {
-    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        let mut b = self.lock();
-        let room = b.cap.saturating_sub(b.outbound.len());
-        if room == 0 {
-            // The connection polls again once the transport took the output.
-            return Poll::Pending;
-        }
-        let n = room.min(data.len());
-        b.outbound.extend_from_slice(&data[..n]);
-        Poll::Ready(Ok(n))
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(data)])
     }
 
     /// A frame's head and its payload (which `h2` keeps apart above a small size) in one
@@ -159,6 +151,7 @@ impl AsyncWrite for Pipe {
         let mut b = self.lock();
         let mut room = b.cap.saturating_sub(b.outbound.len());
         if room == 0 {
+            // The connection polls again once the transport took the output.
             return Poll::Pending;
         }
         let mut n = 0;
