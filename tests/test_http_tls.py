@@ -3,6 +3,7 @@ transport and on the stdlib's; client certificates; the CLI's TLS options."""
 
 import asyncio
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -86,6 +87,47 @@ def test_https_large_echo_and_pathsend(loop, tls_files, tmp_path):
             writer.close()
 
     run(loop, main())
+
+
+def test_tls_records_are_held_for_the_end_of_the_iteration(sf_loop, tls_files):
+    """On swordfish's loop and TLS transport, a streamed response's first chunk is held for
+    the end of the loop iteration as it is over a plain socket (what the same step sends
+    next joins it): the app finds nothing new on the client's socket right after sending
+    it, and the client gets the whole response once the app goes on."""
+    cert, key = tls_files
+    shared = {}
+
+    def waiting():
+        try:
+            return len(shared["socket"].recv(1 << 20, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            return 0
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        before = waiting()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first ", "more_body": True})
+        shared["added"] = waiting() - before
+        await asyncio.sleep(0)
+        await send({"type": "http.response.body", "body": b"second"})
+
+    async def main():
+        async with serving(app, ssl_certfile=cert, ssl_keyfile=key) as server:
+            reader, writer = await open_tls(server, client_context(cert))
+            # A duplicate of the client's descriptor: peeking at it leaves the bytes to the
+            # client's transport.
+            shared["socket"] = socket.socket(fileno=os.dup(writer.get_extra_info("socket").fileno()))
+            try:
+                writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+                assert (await read_response(reader)).body == b"first second"
+            finally:
+                shared["socket"].close()
+            writer.close()
+
+    run(sf_loop, main())
+    assert shared["added"] == 0
 
 
 def test_plain_http_on_the_https_port_is_refused(loop, tls_files):

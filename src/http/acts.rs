@@ -5,7 +5,7 @@
 use super::link::{Act, LoopAct};
 use super::protocol::HttpProtocol;
 use crate::pyutil::report_step;
-use crate::transport::stream::{write_via, Held, Hold};
+use crate::transport::stream::{Held, Hold};
 use pyo3::intern;
 use pyo3::prelude::*;
 
@@ -152,10 +152,10 @@ impl HttpProtocol {
                 Held::Shared(b) => b.as_bytes().len(),
             } as u64);
         }
-        let (core, w) = {
-            let o = &self.lock(py)?.objects;
-            (o.stream.as_ref().map(|t| t.clone_ref(py)), o.write.as_ref().map(|w| w.clone_ref(py)))
-        };
-        write_via(py, core, w, data, hold)
+        let writer = self.lock(py)?.objects.writer.as_ref().map(|w| w.clone_ref(py));
+        match writer {
+            Some(w) => w.write(py, data, hold),
+            None => Ok(()),
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use super::conn::{self, World};
 use crate::transport::stream::StreamCore;
+use crate::transport::writer::Writer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -26,9 +27,10 @@ pub type Act = conn::Act<Loop>;
 #[derive(Default)]
 pub struct Link {
     pub transport: Option<Py<PyAny>>,
-    pub write: Option<Py<PyAny>>,
-    /// The native half of a swordfish socket transport: responses are written straight
-    /// into it, without a bytes object or a call through the Python transport.
+    /// Where responses go: swordfish's transports take them without a bytes object or a
+    /// call through the Python transport.
+    pub writer: Option<Writer>,
+    /// The native half of a swordfish socket transport (files are queued in it).
     pub stream: Option<Py<StreamCore>>,
     pub client: Option<Py<PyAny>>,
     pub server: Option<Py<PyAny>>,

@@ -20,7 +20,7 @@ use crate::event_loop::create_future;
 use crate::http2::protocol::H2Protocol;
 use crate::http2::Preface;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::StreamCore;
+use crate::transport::writer::Writer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -210,7 +210,7 @@ pub fn hand_to_http2(slf: &Bound<'_, HttpProtocol>, upgrade: Option<Vec<u8>>) ->
         let mut c = this.lock(py)?;
         let o = &mut c.objects;
         let Some(transport) = o.transport.take() else { return Ok(()) };
-        o.write = None;
+        o.writer = None;
         o.stream = None;
         o.on_timer = None;
         let (client, server) = (o.client.take(), o.server.take());
@@ -264,11 +264,8 @@ impl HttpProtocol {
         }
         let server = state.dispatch.server_address(py, server)?;
         let https = !extra("sslcontext")?.is_none();
-        let write = transport.getattr(intern!(py, "write"))?.unbind();
-        let core = match transport.getattr_opt(intern!(py, "_core"))? {
-            Some(core) => core.cast_into::<StreamCore>().ok().map(Bound::unbind),
-            None => None,
-        };
+        let writer = Writer::of(transport)?;
+        let core = writer.stream().map(|s| s.clone_ref(py));
         let on_timer = slf.getattr(intern!(py, "_on_timer"))?.unbind();
         // --proxy-protocol: only a trusted peer's header is believed; anyone else could
         // claim any address, so their connections are closed unanswered.
@@ -304,7 +301,7 @@ impl HttpProtocol {
             c.number = st.connections_made.fetch_add(1, Ordering::Relaxed);
             let o = &mut c.objects;
             o.transport = Some(transport.clone().unbind());
-            o.write = Some(write);
+            o.writer = Some(writer);
             o.stream = core;
             o.client = client;
             o.server = server;
@@ -345,6 +342,7 @@ impl HttpProtocol {
         let this = slf.get();
         let mut acts = Vec::new();
         let mut dropped = Vec::new();
+        let writer;
         {
             let mut c = this.lock(py)?;
             c.phase = Phase::Lost;
@@ -362,7 +360,7 @@ impl HttpProtocol {
                 m.connection_closed();
             }
             dropped.push(transport);
-            dropped.push(o.write.take());
+            writer = o.writer.take();
             dropped.push(o.stream.take().map(Py::into_any));
             dropped.push(o.on_timer.take());
             // Kept among the server's connections while an app still runs, so that a
@@ -372,7 +370,7 @@ impl HttpProtocol {
             }
             c.rbuf = Vec::new();
         }
-        drop(dropped);
+        drop((dropped, writer));
         Self::run_acts(slf, acts)
     }
 
@@ -492,7 +490,9 @@ impl HttpProtocol {
         if let Some(c) = self.conn.try_lock(py) {
             let o = &c.objects;
             visit.call(&o.transport)?;
-            visit.call(&o.write)?;
+            if let Some(w) = &o.writer {
+                w.visit(&visit)?;
+            }
             visit.call(&o.stream)?;
             visit.call(&o.on_timer)?;
             visit.call(&o.timer)?;

@@ -23,8 +23,8 @@ use crate::clock::monotonic;
 use crate::http::config::HttpServerState;
 use crate::intmap::IntMap;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::{write_via, Held, Hold, StreamCore};
-use crate::transport::tls::TlsCore;
+use crate::transport::stream::{Held, Hold};
+use crate::transport::writer::Writer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -33,10 +33,8 @@ use std::collections::VecDeque;
 pub struct H2Conn {
     pub core: H2Core,
     pub transport: Option<Py<PyAny>>,
-    pub(super) write: Option<Py<PyAny>>,
-    pub(super) stream: Option<Py<StreamCore>>,
-    /// swordfish's TLS under the transport: the frames are handed to it without a copy.
-    pub(super) tls: Option<Py<TlsCore>>,
+    /// Where the frames go (swordfish's transports take them without a bytes object).
+    pub(super) writer: Option<Writer>,
     pub client: Option<Py<PyAny>>,
     pub server: Option<Py<PyAny>>,
     pub https: bool,
@@ -167,9 +165,7 @@ impl H2Protocol {
             conn: GilCell::new(H2Conn {
                 core,
                 transport: None,
-                write: None,
-                stream: None,
-                tls: None,
+                writer: None,
                 client,
                 server,
                 https,
@@ -209,11 +205,7 @@ impl H2Protocol {
         {
             let mut c = this.lock(py)?;
             c.upgrade = upgrade;
-            c.write = Some(transport.getattr(intern!(py, "write"))?.unbind());
-            if let Some(core) = transport.getattr_opt(intern!(py, "_core"))? {
-                c.tls = core.cast::<TlsCore>().ok().map(|t| t.clone().unbind());
-                c.stream = core.cast_into::<StreamCore>().ok().map(Bound::unbind);
-            }
+            c.writer = Some(Writer::of(transport)?);
             c.transport = Some(transport.clone().unbind());
         }
         this.state.get().connections.bind(py).add(slf)?;
@@ -307,18 +299,11 @@ impl H2Protocol {
         if let Some(m) = self.state.get().metrics() {
             m.sent(output.len() as u64);
         }
-        let (core, tls, w) = {
-            let c = self.lock(py)?;
-            (
-                c.stream.as_ref().map(|t| t.clone_ref(py)),
-                c.tls.as_ref().map(|t| t.clone_ref(py)),
-                c.write.as_ref().map(|w| w.clone_ref(py)),
-            )
-        };
-        if let Some(tls) = tls {
-            return tls.get().write_owned(py, output);
+        let writer = self.lock(py)?.writer.as_ref().map(|w| w.clone_ref(py));
+        match writer {
+            Some(w) => w.write(py, Held::Owned(output), Some(Hold::IfSmall)),
+            None => Ok(()),
         }
-        write_via(py, core, w, Held::Owned(output), Some(Hold::IfSmall))
     }
 
     /// Run the collected work; starting applications comes last, so that they find the
@@ -460,10 +445,9 @@ impl H2Protocol {
                 outs.push(Out::Forget);
             }
             let timers = [c.timer.take(), c.ping_timer.take(), c.stall_timer.take()];
-            c.tls = None;
-            (c.transport.take(), c.write.take(), c.stream.take(), timers)
+            (c.transport.take(), c.writer.take(), timers)
         };
-        for t in dropped.3.iter().flatten() {
+        for t in dropped.2.iter().flatten() {
             t.call_method0(py, intern!(py, "cancel"))?;
         }
         drop(dropped);
@@ -588,9 +572,9 @@ impl H2Protocol {
         visit.call(&self.state)?;
         if let Some(c) = self.conn.try_lock(py) {
             visit.call(&c.transport)?;
-            visit.call(&c.write)?;
-            visit.call(&c.stream)?;
-            visit.call(&c.tls)?;
+            if let Some(w) = &c.writer {
+                w.visit(&visit)?;
+            }
             visit.call(&c.client)?;
             visit.call(&c.server)?;
             visit.call(&c.timer)?;
@@ -621,9 +605,7 @@ impl H2Protocol {
             c.streams.clear();
             c.tunnels.clear();
             c.transport = None;
-            c.write = None;
-            c.stream = None;
-            c.tls = None;
+            c.writer = None;
             c.timer = None;
             c.ping_timer = None;
             c.stall_timer = None;

@@ -6,6 +6,7 @@ pub mod pybuf;
 pub mod stream;
 pub mod tls;
 pub mod write_buffer;
+pub mod writer;
 
 use crate::reactor::Readiness;
 use datagram::DatagramCore;

@@ -63,7 +63,7 @@ pub fn accept<'py>(
             };
             let owner = tunnel.clone().into_any().unbind();
             let deflate = negotiated.map(|(n, _)| n);
-            let ws = Bound::new(py, WsProtocol::new(py, a.settings, a.iface, a.lp, owner, tunnel.as_any(), deflate)?)?;
+            let ws = Bound::new(py, WsProtocol::new(a.settings, a.iface, a.lp, owner, tunnel.as_any(), deflate)?)?;
             tunnel.call_method1(intern!(py, "set_protocol"), (&ws,))?;
             WsProtocol::start(&ws, waiters)?;
             H2Protocol::tunnel_started(proto.bind(py), gen as u32)?;
@@ -81,7 +81,6 @@ pub fn accept<'py>(
     let ws = Bound::new(
         py,
         WsProtocol::new(
-            py,
             a.settings,
             a.iface,
             a.lp,

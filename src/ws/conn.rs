@@ -12,7 +12,8 @@ use super::reader::{Message, MessageReader};
 use crate::event_loop::create_future;
 use crate::pyutil::report_step;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::{write_via, Held, Hold, StreamCore};
+use crate::transport::stream::{Held, Hold};
+use crate::transport::writer::Writer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
@@ -79,7 +80,7 @@ enum Timer {
 
 struct WsConn {
     transport: Option<Py<PyAny>>,
-    core: Option<Py<StreamCore>>,
+    writer: Option<Writer>,
     reader: MessageReader<BytesPayload>,
     deflater: Option<Deflater>,
     closing: Closing,
@@ -154,7 +155,6 @@ pub enum SendError {
 impl WsProtocol {
     /// The connection after the `101` went out on `transport`.
     pub fn new(
-        py: Python<'_>,
         settings: WsSettings,
         iface: Arc<dyn WsInterface>,
         lp: Py<PyAny>,
@@ -162,10 +162,7 @@ impl WsProtocol {
         transport: &Bound<'_, PyAny>,
         deflate: Option<Negotiated>,
     ) -> PyResult<Self> {
-        let core = match transport.getattr_opt(intern!(py, "_core"))? {
-            Some(core) => core.cast_into::<StreamCore>().ok().map(Bound::unbind),
-            None => None,
-        };
+        let writer = Writer::of(transport)?;
         let inflater = deflate.map(|n| Box::new(Inflater::new(&n)) as Box<dyn super::Inflate + Send>);
         Ok(WsProtocol {
             settings,
@@ -174,7 +171,7 @@ impl WsProtocol {
             owner,
             conn: GilCell::new(WsConn {
                 transport: Some(transport.clone().unbind()),
-                core,
+                writer: Some(writer),
                 reader: MessageReader::new(settings.max_size, inflater),
                 deflater: deflate.map(|n| Deflater::new(&n)),
                 closing: Closing::Open,
@@ -537,22 +534,21 @@ impl WsProtocol {
         Ok(())
     }
 
-    /// Frames to swordfish's socket transport go to its queue without a Python call, held for
-    /// the end of the loop iteration while small (the frames of many connections then leave
+    /// Frames to swordfish's transports go to them without a Python call, held for the end
+    /// of the loop iteration while small (the frames of many connections then leave
     /// together, as the HTTP connection's small responses do); other transports get `write`.
     fn write(&self, py: Python<'_>, data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
-        let (core, transport) = {
+        let writer = {
             let c = self.lock(py)?;
             if c.lost {
                 return Ok(());
             }
-            (c.core.as_ref().map(|t| t.clone_ref(py)), c.transport.as_ref().map(|t| t.clone_ref(py)))
+            c.writer.as_ref().map(|w| w.clone_ref(py))
         };
-        let write = match (&core, transport) {
-            (None, Some(t)) => Some(t.getattr(py, intern!(py, "write"))?),
-            _ => None,
-        };
-        write_via(py, core, write, data, hold)
+        match writer {
+            Some(w) => w.write(py, data, hold),
+            None => Ok(()),
+        }
     }
 }
 
@@ -585,7 +581,7 @@ impl WsProtocol {
             for w in c.drain_waiters.drain(..) {
                 out.push(Out::Resolve(w, py.None()));
             }
-            dropped = (c.transport.take(), c.core.take());
+            dropped = (c.transport.take(), c.writer.take());
             out.push(Out::Ended);
         }
         drop(dropped);
@@ -659,7 +655,9 @@ impl WsProtocol {
         let py = unsafe { Python::assume_attached() };
         if let Some(c) = self.conn.try_lock(py) {
             visit.call(&c.transport)?;
-            visit.call(&c.core)?;
+            if let Some(w) = &c.writer {
+                w.visit(&visit)?;
+            }
             for m in c.queue.iter().chain(&c.waiters).chain(&c.drain_waiters) {
                 visit.call(m)?;
             }
@@ -673,7 +671,7 @@ impl WsProtocol {
     fn __clear__(&self, py: Python<'_>) {
         if let Some(mut c) = self.conn.try_lock(py) {
             c.transport = None;
-            c.core = None;
+            c.writer = None;
             c.queue.clear();
             c.waiters.clear();
             c.drain_waiters.clear();

@@ -16,8 +16,6 @@ mod api;
 mod read;
 mod write;
 
-pub use write::write_via;
-
 use crate::context::{copy_current as copy_context, in_context};
 use crate::event_loop::LoopCore;
 use crate::pyutil::{is_exit, os_error};

@@ -329,31 +329,3 @@ impl StreamCore {
         Ok(true)
     }
 }
-
-/// Write for a protocol: to swordfish's socket transport `core` without a Python call
-/// (`hold`: held for the end of the loop iteration), else through the transport's `write`
-/// callable.
-pub fn write_via(
-    py: Python<'_>,
-    core: Option<Py<StreamCore>>,
-    write: Option<Py<PyAny>>,
-    data: Held<'_>,
-    hold: Option<Hold>,
-) -> PyResult<()> {
-    if let Some(core) = core {
-        if let Some(hold) = hold {
-            return StreamCore::write_deferred(core.bind(py), data, hold);
-        }
-        return match &data {
-            Held::Owned(v) => core.get().write_now(py, v, None),
-            Held::Shared(b) => core.get().write_now(py, b.as_bytes(), Some(b)),
-        };
-    }
-    if let Some(w) = write {
-        match data {
-            Held::Owned(v) => w.call1(py, (PyBytes::new(py, &v),))?,
-            Held::Shared(b) => w.call1(py, (b,))?,
-        };
-    }
-    Ok(())
-}

@@ -17,7 +17,7 @@ mod session;
 use crate::event_loop::LoopCore;
 use crate::pyutil::is_exit;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::StreamCore;
+use crate::transport::stream::{Held, Hold, StreamCore};
 use pyo3::exceptions::{PyConnectionAbortedError, PyConnectionResetError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PySlice};

@@ -41,31 +41,51 @@ impl TlsCore {
         Ok(())
     }
 
-    /// Application data the caller owns (an HTTP/2 connection's frames), encrypted straight
-    /// from `data` when nothing waits before it, instead of first being copied into a bytes
-    /// object; otherwise queued as `write` would.
-    pub fn write_owned(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<()> {
-        if data.is_empty() {
+    /// Application data from a native protocol (`transport::Writer`), encrypted at once
+    /// when nothing waits before it: an owned buffer through a read-only view of it rather
+    /// than a bytes object made from it (an HTTP/2 connection's frames), a bytes object as
+    /// it is. Otherwise queued as `write` would. `hold`: the records are held for the end of
+    /// the loop iteration as the protocol's own writes would be over a plain socket
+    /// (`StreamCore::write_deferred`).
+    pub fn write_held(&self, py: Python<'_>, data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
+        let bytes: &[u8] = match &data {
+            Held::Owned(v) => v,
+            Held::Shared(b) => b.as_bytes(),
+        };
+        if bytes.is_empty() {
             return Ok(());
         }
         let direct = self.inner(py).map(|i| i.state == State::Wrapped && i.backlog.is_empty())?;
         if !direct {
-            return self.write_appdata(py, vec![PyBytes::new(py, &data).into_any()]);
+            let item = match &data {
+                Held::Owned(v) => PyBytes::new(py, v),
+                Held::Shared(b) => b.clone(),
+            };
+            return self.write_appdata(py, vec![item.into_any()]);
         }
-        let len = isize::try_from(data.len()).map_err(|_| PyTypeError::new_err("data too large"))?;
-        // SAFETY: the view is read-only and released before `data` is dropped; if it cannot
-        // be (something still holds its buffer), `data` is leaked rather than freed.
-        let view = unsafe {
-            Bound::from_owned_ptr_or_err(
-                py,
-                pyo3::ffi::PyMemoryView_FromMemory(data.as_ptr() as *mut _, len, pyo3::ffi::PyBUF_READ),
-            )?
+        let ssl = self.ssl(py)?;
+        let written = match &data {
+            Held::Shared(b) => ssl.bind(py).call_method1(intern!(py, "write"), (b,)),
+            Held::Owned(v) => {
+                let len = isize::try_from(v.len()).map_err(|_| PyTypeError::new_err("data too large"))?;
+                // SAFETY: the view is read-only and released before `v` is dropped; if it
+                // cannot be (something still holds its buffer), `v` is leaked rather than freed.
+                let view = unsafe {
+                    Bound::from_owned_ptr_or_err(
+                        py,
+                        pyo3::ffi::PyMemoryView_FromMemory(v.as_ptr() as *mut _, len, pyo3::ffi::PyBUF_READ),
+                    )?
+                };
+                let written = ssl.bind(py).call_method1(intern!(py, "write"), (&view,));
+                if let Err(e) = view.call_method0(intern!(py, "release")) {
+                    if let Held::Owned(v) = data {
+                        std::mem::forget(v);
+                    }
+                    return Err(e);
+                }
+                written
+            }
         };
-        let written = self.ssl(py)?.bind(py).call_method1(intern!(py, "write"), (&view,));
-        if let Err(e) = view.call_method0(intern!(py, "release")) {
-            std::mem::forget(data);
-            return Err(e);
-        }
         let r = match written {
             Ok(n) => n.extract::<usize>().map(Some),
             Err(e) if self.is_again(py, &e) => Ok(None),
@@ -74,12 +94,12 @@ impl TlsCore {
         let r = r.and_then(|count| {
             // A memory BIO takes every record: the rest is queued only in case it did not.
             let count = count.unwrap_or(0);
-            if count < data.len() {
+            if count < bytes.len() {
                 let mut inner = self.inner(py)?;
-                inner.backlog_size += data.len() - count;
-                inner.backlog.push_back(PyBytes::new(py, &data[count..]).unbind());
+                inner.backlog_size += bytes.len() - count;
+                inner.backlog.push_back(PyBytes::new(py, &bytes[count..]).unbind());
             }
-            self.process_outgoing(py)
+            self.send_outgoing(py, hold)
         });
         match r {
             Err(e) => self.fatal(py, e, "Fatal error on SSL protocol"),
@@ -113,6 +133,13 @@ impl TlsCore {
 
     /// Send what the SSL object produced, unless the socket transport asked us to wait.
     pub(super) fn process_outgoing(&self, py: Python<'_>) -> PyResult<()> {
+        self.send_outgoing(py, None)
+    }
+
+    /// `process_outgoing`, the records held for the end of the iteration when `hold` says
+    /// so and the transport under us is swordfish's: each write of a held record would
+    /// otherwise wake the client on its own (measured in docs/design.md).
+    fn send_outgoing(&self, py: Python<'_>, hold: Option<Hold>) -> PyResult<()> {
         let (paused, raw, raw_core) = {
             let i = self.inner(py)?;
             (
@@ -124,9 +151,12 @@ impl TlsCore {
         if !paused {
             let data = self.outgoing.bind(py).call_method0(intern!(py, "read"))?;
             if data.len()? > 0 {
-                match (raw_core, raw) {
-                    (Some(core), _) => core.get().write_data(py, &data)?,
-                    (None, Some(raw)) => {
+                match (raw_core, raw, hold) {
+                    (Some(core), _, Some(hold)) => {
+                        StreamCore::write_deferred(core.bind(py), Held::Shared(data.cast_into::<PyBytes>()?), hold)?
+                    }
+                    (Some(core), _, None) => core.get().write_data(py, &data)?,
+                    (None, Some(raw), _) => {
                         raw.bind(py).call_method1(intern!(py, "write"), (data,))?;
                     }
                     _ => {}
