@@ -117,7 +117,7 @@ impl HttpProtocol {
                         if let Some(m) = state.metrics() {
                             m.sent(len);
                         }
-                        let core = this.lock(py)?.objects.stream.as_ref().map(|c| c.clone_ref(py));
+                        let core = this.lock(py)?.objects.stream().map(|c| c.clone_ref(py));
                         if let Some(core) = core {
                             core.get().write_file(py, file, offset, len)?;
                         }
@@ -147,10 +147,7 @@ impl HttpProtocol {
     /// out in the same write), or through the transport's `write` on another loop.
     pub(super) fn write_out(&self, py: Python<'_>, data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
         if let Some(m) = self.st(py).metrics() {
-            m.sent(match &data {
-                Held::Owned(v) => v.len(),
-                Held::Shared(b) => b.as_bytes().len(),
-            } as u64);
+            m.sent(data.as_bytes().len() as u64);
         }
         let writer = self.lock(py)?.objects.writer.as_ref().map(|w| w.clone_ref(py));
         match writer {

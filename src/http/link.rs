@@ -30,8 +30,6 @@ pub struct Link {
     /// Where responses go: swordfish's transports take them without a bytes object or a
     /// call through the Python transport.
     pub writer: Option<Writer>,
-    /// The native half of a swordfish socket transport (files are queued in it).
-    pub stream: Option<Py<StreamCore>>,
     pub client: Option<Py<PyAny>>,
     pub server: Option<Py<PyAny>>,
     pub drain_waiters: Vec<Py<PyAny>>,
@@ -48,6 +46,14 @@ pub struct Link {
     /// Sends a file body when the connection has no native writer (`Act::SendFile`): the
     /// sender of the part that asked for it.
     pub file_sender: Option<Py<PyAny>>,
+}
+
+impl Link {
+    /// The native half of a swordfish socket transport, when that is the writer (files are
+    /// queued in it).
+    pub fn stream(&self) -> Option<&Py<StreamCore>> {
+        self.writer.as_ref().and_then(Writer::stream)
+    }
 }
 
 /// Readers waiting for the body (for ASGI, pending `receive()` calls), oldest first: a

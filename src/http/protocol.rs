@@ -211,7 +211,6 @@ pub fn hand_to_http2(slf: &Bound<'_, HttpProtocol>, upgrade: Option<Vec<u8>>) ->
         let o = &mut c.objects;
         let Some(transport) = o.transport.take() else { return Ok(()) };
         o.writer = None;
-        o.stream = None;
         o.on_timer = None;
         let (client, server) = (o.client.take(), o.server.take());
         (transport, std::mem::take(&mut c.rbuf), client, server, c.https)
@@ -265,7 +264,6 @@ impl HttpProtocol {
         let server = state.dispatch.server_address(py, server)?;
         let https = !extra("sslcontext")?.is_none();
         let writer = Writer::of(transport)?;
-        let core = writer.stream().map(|s| s.clone_ref(py));
         let on_timer = slf.getattr(intern!(py, "_on_timer"))?.unbind();
         // --proxy-protocol: only a trusted peer's header is believed; anyone else could
         // claim any address, so their connections are closed unanswered.
@@ -295,14 +293,13 @@ impl HttpProtocol {
         let mut acts = Vec::new();
         {
             let mut c = this.lock(py)?;
-            c.native_writer = core.is_some();
+            c.native_writer = writer.stream().is_some();
             c.https = https;
             c.proxy_preface = proxy_preface;
             c.number = st.connections_made.fetch_add(1, Ordering::Relaxed);
             let o = &mut c.objects;
             o.transport = Some(transport.clone().unbind());
             o.writer = Some(writer);
-            o.stream = core;
             o.client = client;
             o.server = server;
             o.on_timer = Some(on_timer);
@@ -361,7 +358,6 @@ impl HttpProtocol {
             }
             dropped.push(transport);
             writer = o.writer.take();
-            dropped.push(o.stream.take().map(Py::into_any));
             dropped.push(o.on_timer.take());
             // Kept among the server's connections while an app still runs, so that a
             // graceful shutdown waits for it and cancels it at the timeout.
@@ -493,7 +489,6 @@ impl HttpProtocol {
             if let Some(w) = &o.writer {
                 w.visit(&visit)?;
             }
-            visit.call(&o.stream)?;
             visit.call(&o.on_timer)?;
             visit.call(&o.timer)?;
             visit.call(&o.file_sender)?;

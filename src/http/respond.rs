@@ -60,7 +60,7 @@ pub struct OpenFile {
 /// Another loop's transport only says it is closing, which the connection's own close also
 /// makes it; no response part is written after that either.
 fn transport_broken(py: Python<'_>, c: &Conn) -> PyResult<bool> {
-    if let Some(core) = &c.objects.stream {
+    if let Some(core) = c.objects.stream() {
         return Ok(core.get().broken(py));
     }
     match &c.objects.transport {

@@ -84,7 +84,7 @@ impl HttpProtocol {
             if o.apps.is_empty() {
                 acts.push(Act::World(LoopAct::Forget));
             }
-            (o.transport.take(), o.writer.take(), o.stream.take(), o.on_timer.take(), o.upgraded.take())
+            (o.transport.take(), o.writer.take(), o.on_timer.take(), o.upgraded.take())
         };
         drop(dropped);
         Self::run_acts(slf, acts)

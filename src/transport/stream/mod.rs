@@ -144,6 +144,15 @@ pub enum Held<'py> {
     Shared(Bound<'py, PyBytes>),
 }
 
+impl Held<'_> {
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Held::Owned(v) => v,
+            Held::Shared(b) => b.as_bytes(),
+        }
+    }
+}
+
 /// What to do once the transport's lock is released.
 enum After {
     Nothing,

@@ -195,10 +195,7 @@ impl StreamCore {
         let this = slf.get();
         let py = slf.py();
         this.write_checks(py)?;
-        let len = match &data {
-            Held::Owned(v) => v.len(),
-            Held::Shared(b) => b.as_bytes().len(),
-        };
+        let len = data.as_bytes().len();
         if len == 0 {
             return Ok(());
         }

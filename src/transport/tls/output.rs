@@ -48,10 +48,7 @@ impl TlsCore {
     /// the loop iteration as the protocol's own writes would be over a plain socket
     /// (`StreamCore::write_deferred`).
     pub fn write_held(&self, py: Python<'_>, data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
-        let bytes: &[u8] = match &data {
-            Held::Owned(v) => v,
-            Held::Shared(b) => b.as_bytes(),
-        };
+        let bytes = data.as_bytes();
         if bytes.is_empty() {
             return Ok(());
         }
