@@ -52,6 +52,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transport::stream::StreamCore>()?;
     m.add_class::<transport::datagram::DatagramCore>()?;
     m.add_class::<transport::tls::TlsCore>()?;
+    m.add_class::<transport::tls::RustlsServerConfig>()?;
     http::register(m)?;
     http2::register(m)?;
     asgi::register(m)?;
@@ -60,7 +61,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     metrics::register(m)?;
     // The transport and the HTTP connection know nothing of what runs on them: the
     // native protocols and interfaces are wired here.
-    transport::native::register(vec![http::native_reader, http2::native_reader, ws::conn::native_reader]);
+    transport::native::register(vec![
+        transport::tls::native_reader,
+        http::native_reader,
+        http2::native_reader,
+        ws::conn::native_reader,
+    ]);
     http::dispatch::register(vec![
         asgi::app::AsgiDispatch::recognise,
         wsgi::app::WsgiDispatch::recognise,

@@ -160,11 +160,30 @@ def tls_files(tmp_path_factory):
     return str(cert), str(key)
 
 
+@pytest.fixture(params=["openssl", "rustls"])
+def tls(request, tls_files):
+    """(server context, client context trusting the server's certificate). The server's is
+    served by OpenSSL, then by rustls on swordfish's loop (other loops take it as OpenSSL's)."""
+    return _tls_pair(tls_files, request.param)
+
+
 @pytest.fixture
-def tls(tls_files):
-    """(server context, client context trusting the server's certificate)."""
+def openssl_tls(tls_files):
+    """`tls` served by OpenSSL only: for what is configured on the `SSLContext` object after
+    it is made (SNI callbacks, ALPN, client certificates), or read from its `SSLObject`."""
+    return _tls_pair(tls_files, "openssl")
+
+
+def _tls_pair(tls_files, engine):
     cert, key = tls_files
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    if engine == "rustls":
+        from swordfish import _native
+        from swordfish._tls import RustlsContext
+
+        server = RustlsContext(ssl.PROTOCOL_TLS_SERVER)
+        server.rustls = _native.RustlsServerConfig(cert, key, None, "none", [])
+    else:
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(cert, key)
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client.load_verify_locations(cert)

@@ -82,6 +82,7 @@ EXAMPLES = {
     "ssl_ca_certs": (["--ssl-ca-certs", "ca.pem"], "ca.pem"),
     "ssl_cert_reqs": (["--ssl-cert-reqs", "required"], "required"),
     "ssl_ciphers": (["--ssl-ciphers", "ECDHE+AESGCM"], "ECDHE+AESGCM"),
+    "ssl_engine": (["--ssl-engine", "openssl"], "openssl"),
     "reload": (["--reload"], True),
     "reload_dirs": (["--reload-dir", "a", "--reload-dir", "b"], ["a", "b"]),
     "reload_includes": (["--reload-include", "*.html"], ["*.html"]),

@@ -17,6 +17,7 @@ from conftest import PY, reset_close, skip_asyncio_before
 from netutil import (
     Recorder,
     first_protocol,
+    openssl_tls,  # noqa: F401 (fixture)
     socket_fds,
     tls,  # noqa: F401 (fixture)
     tls_files,  # noqa: F401 (fixture)
@@ -267,8 +268,8 @@ class StartTLSServer(asyncio.Protocol):
             self.lost.set_result(exc)
 
 
-def test_start_tls_upgrades_both_sides_of_a_plain_connection(loop, run, tls):
-    server_ctx, client_ctx = tls
+def test_start_tls_upgrades_both_sides_of_a_plain_connection(loop, run, openssl_tls):
+    server_ctx, client_ctx = openssl_tls
     servers = []
 
     def factory():
@@ -382,8 +383,8 @@ def test_start_tls_on_a_closing_transport_returns_none_without_a_handshake(
 
 
 @pytest.mark.parametrize("hostname", ["localhost", "127.0.0.1"])
-def test_sni_callback_sees_the_client_server_hostname(loop, run, tls, hostname):
-    server_ctx, client_ctx = tls
+def test_sni_callback_sees_the_client_server_hostname(loop, run, openssl_tls, hostname):
+    server_ctx, client_ctx = openssl_tls
     seen = []
     server_ctx.sni_callback = lambda sslobj, name, ctx: seen.append(name)
 
@@ -407,8 +408,8 @@ def test_sni_callback_sees_the_client_server_hostname(loop, run, tls, hostname):
     (["h2"], None, None),
 ])
 def test_alpn_negotiated_protocol_on_both_ends(
-        loop, run, tls, server_protocols, client_protocols, expected):
-    server_ctx, client_ctx = tls
+        loop, run, openssl_tls, server_protocols, client_protocols, expected):
+    server_ctx, client_ctx = openssl_tls
     server_ctx.set_alpn_protocols(server_protocols)
     if client_protocols is not None:
         client_ctx.set_alpn_protocols(client_protocols)
@@ -425,10 +426,10 @@ def test_alpn_negotiated_protocol_on_both_ends(
 
 
 @pytest.fixture
-def mutual_tls(tls, tls_files, client_cert_files):
+def mutual_tls(openssl_tls, tls_files, client_cert_files):
     """(server context requiring a client certificate, client context presenting one,
     client context without one)."""
-    server_ctx, with_cert = tls
+    server_ctx, with_cert = openssl_tls
     cert, key = client_cert_files
     server_ctx.verify_mode = ssl.CERT_REQUIRED
     server_ctx.load_verify_locations(cert)

@@ -88,6 +88,8 @@ SERVERS = {
     "hypercorn": (_hypercorn(False), "hypercorn (h2c)", False, False),
     "native": (_native, "native hyper (Rust, 1 thread, h2c)", False, False),
     "swordfish-tls": (_swordfish(True), "swordfish ASGI (h2, TLS)", True, False),
+    "swordfish-tls-openssl": (_swordfish(True, ("--ssl-engine", "openssl")), "swordfish ASGI (h2, TLS by OpenSSL)",
+                              True, False),
     "granian-asgi-tls": (_granian("asgi", True), "granian ASGI + uvloop (h2, TLS)", True, False),
     "granian-rsgi-tls": (_granian("rsgi", True), "granian RSGI + uvloop (h2, TLS)", True, False),
 }

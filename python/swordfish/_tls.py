@@ -1,8 +1,9 @@
 """TLS transports: `ssl=` on connections and servers, and `loop.start_tls`.
 
-The TLS state machine is native (`_native.TlsCore`, on `ssl.MemoryBIO`); it is the protocol
-of a plain socket transport and drives the application's protocol. `SSLTransport` is what the
-application holds: an `asyncio.Transport` that delegates to the core.
+The TLS state machine is native (`_native.TlsCore`, on `ssl.MemoryBIO`, or on rustls for a
+server's `RustlsContext`); it is the protocol of a plain socket transport and drives the
+application's protocol. `SSLTransport` is what the application holds: an `asyncio.Transport`
+that delegates to the core.
 """
 
 import asyncio
@@ -13,7 +14,15 @@ from asyncio.log import logger
 
 from . import _native
 
-__all__ = ["SSLTransport", "TlsMixin"]
+__all__ = ["RustlsContext", "SSLTransport", "TlsMixin"]
+
+
+class RustlsContext(ssl.SSLContext):
+    """A server's `SSLContext` that swordfish's loop serves with rustls instead: `rustls` is
+    the `_native.RustlsServerConfig` made from the same files and settings. Other loops (and
+    client-side uses) take it as the OpenSSL context it also is."""
+
+    rustls = None
 
 
 def _default_context(server_side, server_hostname):
@@ -129,11 +138,11 @@ class SSLTransport(asyncio.Transport):
     # -- called by the core ---------------------------------------------------------------
 
     def _handshake_done(self, peercert):
-        sslobj = self._sslobj
+        sslobj = self._sslobj  # None under rustls, which has no SSLObject to show
         self._extra.update(
             peercert=peercert,
-            cipher=sslobj.cipher(),
-            compression=sslobj.compression(),
+            cipher=self._core.cipher(),
+            compression=None if sslobj is None else sslobj.compression(),
             ssl_object=sslobj,
         )
         if self._loop.get_debug():
@@ -181,6 +190,13 @@ def _wrap(loop, protocol, sslcontext, waiter, server_side, server_hostname,
     )
     if not sslcontext:
         sslcontext = _default_context(server_side, server_hostname)
+    buffered = isinstance(protocol, asyncio.BufferedProtocol)
+    if server_side and isinstance(sslcontext, RustlsContext) and sslcontext.rustls is not None:
+        core = _native.TlsCore.rustls_server(loop, protocol, buffered, sslcontext.rustls, waiter,
+                                             handshake_timeout, shutdown_timeout, call_connection_made)
+        app = SSLTransport(loop, core, sslcontext)
+        app._sslobj = None
+        return core, app
     server_hostname = server_hostname if (server_hostname and not server_side) else None
     incoming = ssl.MemoryBIO()
     outgoing = ssl.MemoryBIO()
@@ -190,7 +206,7 @@ def _wrap(loop, protocol, sslcontext, waiter, server_side, server_hostname,
     core = _native.TlsCore(
         loop,
         protocol,
-        isinstance(protocol, asyncio.BufferedProtocol),
+        buffered,
         sslobj,
         incoming,
         outgoing,

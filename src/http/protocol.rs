@@ -192,6 +192,11 @@ impl HttpProtocol {
 /// Whether TLS's ALPN chose HTTP/2.
 fn alpn_h2(transport: &Bound<'_, PyAny>) -> PyResult<bool> {
     let py = transport.py();
+    if let Some(core) = transport.getattr_opt(intern!(py, "_core"))? {
+        if let Ok(tls) = core.cast::<crate::transport::tls::TlsCore>() {
+            return Ok(tls.get().alpn(py)?.as_deref() == Some("h2"));
+        }
+    }
     let ssl = transport.call_method1(intern!(py, "get_extra_info"), ("ssl_object",))?;
     if ssl.is_none() {
         return Ok(false);

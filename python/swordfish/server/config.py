@@ -4,11 +4,16 @@ context, the default headers, the event loop."""
 
 import dataclasses
 import importlib
+import logging
 import os
 import ssl
 import sys
 
+from .. import _native
+from .._tls import RustlsContext
 from .settings import SETTINGS, parse_headers
+
+logger = logging.getLogger("swordfish.error")
 
 # The verify modes of the choices of --ssl-cert-reqs (settings.CERT_REQS).
 CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -32,12 +37,30 @@ class _ConfigMethods:
                     raise ValueError(f"{name} needs ssl_certfile (HTTPS)")
             if self.ssl_cert_reqs != "none":
                 raise ValueError("ssl_cert_reqs needs ssl_certfile (HTTPS)")
+            if self.ssl_engine != "auto":
+                raise ValueError("ssl_engine needs ssl_certfile (HTTPS)")
         elif self.proxy_protocol:
             # The header would come before the TLS handshake, which the loop's TLS transport
             # reads first.
             raise ValueError("proxy_protocol does not go with ssl_certfile: let the proxy terminate TLS")
         elif self.ssl_cert_reqs != "none" and self.ssl_ca_certs is None:
             raise ValueError(f"ssl_cert_reqs {self.ssl_cert_reqs!r} needs ssl_ca_certs to verify client certificates with")
+        if self.ssl_engine == "rustls" and self._rustls_refusal():
+            raise ValueError(f"ssl_engine 'rustls' does not serve {self._rustls_refusal()}: use 'openssl' or 'auto'")
+
+    def _rustls_refusal(self):
+        """Which settings rustls does not serve (None: it does). Under 'auto', client
+        certificates too: webpki, which verifies them under rustls, refuses chains OpenSSL
+        takes (a self-signed certificate that is its own CA), so only 'rustls' says so."""
+        if self.ssl_engine == "auto" and self.ssl_cert_reqs != "none":
+            return "client certificates under 'auto'"
+        if self.loop != "swordfish":
+            return f"loop {self.loop!r} (its own TLS is OpenSSL's)"
+        if self.ssl_keyfile_password is not None:
+            return "an encrypted key (ssl_keyfile_password)"
+        if self.ssl_ciphers is not None:
+            return "an OpenSSL cipher list (ssl_ciphers)"
+        return None
 
     def load_app(self):
         """The app: the object itself, or imported from 'module:attribute' (and called
@@ -94,7 +117,8 @@ class _ConfigMethods:
                 websockets and self.ws != "none")  # WebSockets over HTTP/2 (RFC 8441)
 
     def _make_ssl_context(self, http2):
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        rustls = self.ssl_engine != "openssl" and self._rustls_refusal() is None
+        ctx = (RustlsContext if rustls else ssl.SSLContext)(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_keyfile_password)
         if self.ssl_ca_certs is not None:
             ctx.load_verify_locations(self.ssl_ca_certs)
@@ -103,12 +127,19 @@ class _ConfigMethods:
             ctx.set_ciphers(self.ssl_ciphers)
         # A client that offers both gets h2 where the app is served HTTP/2 (RFC 7301: the
         # server's order decides).
-        if not http2:
-            ctx.set_alpn_protocols(["http/1.1"])
-        elif self.http == "2":
-            ctx.set_alpn_protocols(["h2"])
-        else:
-            ctx.set_alpn_protocols(["h2", "http/1.1"])
+        alpn = ["http/1.1"] if not http2 else ["h2"] if self.http == "2" else ["h2", "http/1.1"]
+        ctx.set_alpn_protocols(alpn)
+        if rustls:
+            # The files loaded above, so a bad one fails as it always did; what rustls alone
+            # refuses (a certificate webpki will not take, a key type it lacks) is an error
+            # under ssl_engine 'rustls', and leaves OpenSSL serving under 'auto'.
+            try:
+                ctx.rustls = _native.RustlsServerConfig(self.ssl_certfile, self.ssl_keyfile, self.ssl_ca_certs,
+                                                        self.ssl_cert_reqs, [p.encode() for p in alpn])
+            except (OSError, ValueError) as exc:
+                if self.ssl_engine == "rustls":
+                    raise
+                logger.warning("TLS served by OpenSSL: rustls refused the certificate or key (%s)", exc)
         return ctx
 
     def default_headers(self):

@@ -12,6 +12,7 @@ import sys
 import time
 
 from .. import _native
+from .._tls import TlsMixin
 from .affinity import allowed_cpus, unpin_to_parent
 from .balance import REFRESH, AcceptGate, ConnectionBoard
 from .config import Config
@@ -158,6 +159,7 @@ class Server:
         self.started = False
         self.exit_code = 0
         self.sockets = []
+        self.tls_engine = None  # with TLS: "rustls" or "OpenSSL", whichever serves it
         self._servers = []
         self._exit = None
         self._loop = None
@@ -382,6 +384,8 @@ class Server:
         if sslcontext is not None:
             # The header-read timeout starts at accept: with TLS, the handshake is its start.
             kw.update(ssl=sslcontext, ssl_handshake_timeout=config.timeout_header_read)
+            rustls = getattr(sslcontext, "rustls", None) is not None and isinstance(loop, TlsMixin)
+            self.tls_engine = "rustls" if rustls else "OpenSSL"
         if sockets:
             for sock in sockets:
                 self._servers.append(await loop.create_server(factory, sock=sock, **kw))
@@ -402,7 +406,8 @@ class Server:
             if isinstance(name, tuple):
                 host, port = name[:2]
                 host = f"[{host}]" if ":" in host else host
-                logger.info("swordfish serving on %s://%s:%d (pid %d)", scheme, host, port, os.getpid())
+                tls = f", TLS by {self.tls_engine}" if self.tls_engine else ""
+                logger.info("swordfish serving on %s://%s:%d (pid %d%s)", scheme, host, port, os.getpid(), tls)
             else:
                 logger.info("swordfish serving on unix:%s (pid %d)", name, os.getpid())
 

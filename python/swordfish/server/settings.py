@@ -16,6 +16,7 @@ from .logs import ATOM_HELP, check_format
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 # --ssl-cert-reqs: whether clients are asked for a certificate, and must present one.
 CERT_REQS = ("none", "optional", "required")
+SSL_ENGINES = ("auto", "rustls", "openssl")
 TRUE_TEXTS = ("1", "true", "yes", "on")  # a bool's variable is true spelled so, false otherwise
 _SAME = object()  # Setting.cli_default: the same as default
 
@@ -333,6 +334,14 @@ SETTINGS = [
     S("ssl_cert_reqs", str, "none", "client certificates: not asked for, verified if sent (optional), or required",
       choices=CERT_REQS),
     S("ssl_ciphers", str, None, "OpenSSL cipher list (None: the ssl module's)", metavar="CIPHERS"),
+    S("ssl_engine", str, "auto", "the TLS implementation: rustls, OpenSSL (the ssl module), or auto: "
+      "rustls where it serves the settings, else OpenSSL", choices=SSL_ENGINES,
+      doc="rustls serves with `--loop swordfish`, a key that is not encrypted (no `--ssl-keyfile-password`) "
+          "and no `--ssl-ciphers` (its suites: TLS 1.3's and TLS 1.2's ECDHE with AES-GCM or ChaCha20); "
+          "`rustls` with any of those refuses to start. Client certificates (`--ssl-cert-reqs`) are verified "
+          "by webpki under `rustls`, which refuses chains OpenSSL takes (a self-signed certificate as its "
+          "own CA), so `auto` leaves them to OpenSSL. It is the faster (docs/design.md, \"TLS with rustls\"); "
+          "under it a transport's `ssl_object` and `peercert` extra info are None"),
     S("reload", bool, False,
       "restart the workers when a watched file changes (development); a worker that fails to "
       "start leaves the running ones serving until the next change", supervisor_only=True,

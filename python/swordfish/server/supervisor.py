@@ -201,14 +201,6 @@ class Supervisor:
                 self.counters.close()
                 return 1
             self.endpoint.start()
-        name = self.sock.getsockname()
-        where = f"unix:{name}" if isinstance(name, str) else f"{name[0]}:{name[1]}"
-        logger.info("swordfish supervisor (pid %d): %d workers on %s", os.getpid(), config.workers, where)
-        if self.watch is not None:
-            logger.info("watching %s for changes (%d files)", ", ".join(self.watch.dirs), len(self.watch.files))
-            self.next_look = time.monotonic() + config.reload_delay
-        if config.workers_max_rss is not None:
-            self.next_rss = time.monotonic() + RSS_PERIOD
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
@@ -219,6 +211,15 @@ class Supervisor:
         self.sel = selectors.DefaultSelector()
         self.sel.register(wake_r, selectors.EVENT_READ, None)
         try:
+            # Only now that the signals are caught: whoever reads this line may signal us.
+            name = self.sock.getsockname()
+            where = f"unix:{name}" if isinstance(name, str) else f"{name[0]}:{name[1]}"
+            logger.info("swordfish supervisor (pid %d): %d workers on %s", os.getpid(), config.workers, where)
+            if self.watch is not None:
+                logger.info("watching %s for changes (%d files)", ", ".join(self.watch.dirs), len(self.watch.files))
+                self.next_look = time.monotonic() + config.reload_delay
+            if config.workers_max_rss is not None:
+                self.next_rss = time.monotonic() + RSS_PERIOD
             for _ in range(config.workers):
                 self._spawn()
             while self.workers or not self.stopping:

@@ -383,10 +383,3 @@ impl StreamCore {
         drop(taken);
     }
 }
-
-impl StreamCore {
-    /// `write(data)` for native callers (the TLS layer).
-    pub fn write_data(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.write(py, data)
-    }
-}

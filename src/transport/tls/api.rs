@@ -23,51 +23,39 @@ impl TlsCore {
         shutdown_timeout: Py<PyAny>,
         call_connection_made: bool,
     ) -> PyResult<Self> {
-        let ssl_mod = py.import("ssl")?;
-        let errors = SslErrors {
-            want_read: ssl_mod.getattr("SSLWantReadError")?.unbind(),
-            syscall: ssl_mod.getattr("SSLSyscallError")?.unbind(),
-            ssl_error: ssl_mod.getattr("SSLError")?.unbind(),
-            cert_error: ssl_mod.getattr("CertificateError")?.unbind(),
-        };
-        let c_ssl = sslobj.bind(py).getattr("_sslobj")?.unbind();
-        let (read_high, read_low) = flow_limits(None, None, 256 * 1024)?;
-        let (write_high, write_low) = flow_limits(None, None, 512 * 1024)?;
-        Ok(TlsCore {
-            lp: lp.clone().unbind(),
-            sslobj,
-            incoming,
-            outgoing,
-            errors,
-            handshake_timeout,
-            shutdown_timeout,
-            inner: GilCell::new(Inner {
-                state: State::Unwrapped,
-                app_state: if call_connection_made { AppState::Init } else { AppState::Connected },
-                raw: None,
-                raw_core: None,
-                app_transport: None,
-                app_protocol: Some(app_protocol),
-                app_buffered,
-                waiter,
-                ssl: c_ssl,
-                backlog: VecDeque::new(),
-                backlog_size: 0,
-                conn_lost: 0,
-                eof_received: false,
-                closed: false,
-                app_reading_paused: false,
-                ssl_reading_paused: false,
-                app_writing_paused: false,
-                ssl_writing_paused: false,
-                write_high,
-                write_low,
-                read_high,
-                read_low,
-                handshake_timer: None,
-                shutdown_timer: None,
-            }),
-        })
+        let engine = Engine::openssl(py, sslobj, incoming, outgoing)?;
+        let timeouts = (handshake_timeout, shutdown_timeout);
+        Self::with_engine(py, lp, engine, app_protocol, app_buffered, waiter, timeouts, call_connection_made)
+    }
+
+    /// The server side of a connection with rustls as the record layer.
+    #[staticmethod]
+    #[pyo3(signature = (lp, app_protocol, app_buffered, config, waiter, handshake_timeout, shutdown_timeout, call_connection_made))]
+    #[allow(clippy::too_many_arguments)]
+    fn rustls_server(
+        py: Python<'_>,
+        lp: &Bound<'_, LoopCore>,
+        app_protocol: Py<PyAny>,
+        app_buffered: bool,
+        config: &Bound<'_, RustlsServerConfig>,
+        waiter: Option<Py<PyAny>>,
+        handshake_timeout: Py<PyAny>,
+        shutdown_timeout: Py<PyAny>,
+        call_connection_made: bool,
+    ) -> PyResult<Self> {
+        let engine = Engine::rustls(config.get().config.clone())?;
+        let timeouts = (handshake_timeout, shutdown_timeout);
+        Self::with_engine(py, lp, engine, app_protocol, app_buffered, waiter, timeouts, call_connection_made)
+    }
+
+    /// The ALPN protocol the handshake chose (None: none, or not yet).
+    fn selected_alpn_protocol(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.alpn(py)
+    }
+
+    /// As `SSLObject.cipher()`.
+    fn cipher<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.engine.cipher(py)
     }
 
     fn _set_app_transport(&self, py: Python<'_>, t: Py<PyAny>) -> PyResult<()> {
@@ -79,6 +67,7 @@ impl TlsCore {
         let old = {
             let mut i = self.inner(py)?;
             i.app_buffered = buffered;
+            i.app_feed = crate::transport::native::recognise(p.bind(py));
             i.app_protocol.replace(p)
         };
         drop(old);
@@ -111,7 +100,7 @@ impl TlsCore {
     }
 
     fn connection_lost(&self, py: Python<'_>, exc: Py<PyAny>) -> PyResult<()> {
-        let _ = self.outgoing.bind(py).call_method0(intern!(py, "read"));
+        self.engine.discard_outgoing(py);
         let (notify, protocol, timers, backlog, raw, core, t) = {
             let mut i = self.inner(py)?;
             let backlog = std::mem::take(&mut i.backlog);
@@ -143,16 +132,8 @@ impl TlsCore {
     }
 
     fn data_received(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let this = slf.get();
-        let py = slf.py();
-        this.incoming.bind(py).call_method1(intern!(py, "write"), (data,))?;
-        match this.state(py)? {
-            State::Handshake => Self::do_handshake(slf),
-            State::Wrapped => Self::do_read(slf),
-            State::Flushing => Self::do_flush(slf),
-            State::Shutdown => Self::do_shutdown(slf),
-            State::Unwrapped => Ok(()),
-        }
+        slf.get().engine.feed(slf.py(), data)?;
+        Self::advance(slf)
     }
 
     fn eof_received(slf: &Bound<'_, Self>) -> PyResult<Option<bool>> {
@@ -348,7 +329,7 @@ impl TlsCore {
     }
 
     fn get_read_buffer_size(&self, py: Python<'_>) -> PyResult<usize> {
-        self.incoming.bind(py).getattr(intern!(py, "pending"))?.extract()
+        self.engine.incoming_pending(py)
     }
 
     fn _append_backlog(&self, py: Python<'_>, data: Bound<'_, PyBytes>) -> PyResult<()> {
@@ -367,7 +348,7 @@ impl TlsCore {
         // SAFETY: the cyclic GC runs with the GIL held.
         let py = unsafe { Python::assume_attached() };
         visit.call(&self.lp)?;
-        visit.call(&self.sslobj)?;
+        self.engine.traverse(&visit)?;
         if let Some(i) = self.inner.try_lock(py) {
             visit.call(&i.raw)?;
             visit.call(&i.raw_core)?;
@@ -397,6 +378,78 @@ impl TlsCore {
 }
 
 impl TlsCore {
+    /// The ALPN protocol the handshake chose (None: none, or not yet).
+    pub fn alpn(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.engine.alpn(py)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with_engine(
+        py: Python<'_>,
+        lp: &Bound<'_, LoopCore>,
+        engine: Engine,
+        app_protocol: Py<PyAny>,
+        app_buffered: bool,
+        waiter: Option<Py<PyAny>>,
+        (handshake_timeout, shutdown_timeout): (Py<PyAny>, Py<PyAny>),
+        call_connection_made: bool,
+    ) -> PyResult<Self> {
+        let (read_high, read_low) = flow_limits(None, None, 256 * 1024)?;
+        let (write_high, write_low) = flow_limits(None, None, 512 * 1024)?;
+        let app_feed = crate::transport::native::recognise(app_protocol.bind(py));
+        Ok(TlsCore {
+            lp: lp.clone().unbind(),
+            engine,
+            errors: SslErrors::new(py)?,
+            handshake_timeout,
+            shutdown_timeout,
+            inner: GilCell::new(Inner {
+                state: State::Unwrapped,
+                app_state: if call_connection_made { AppState::Init } else { AppState::Connected },
+                raw: None,
+                raw_core: None,
+                app_transport: None,
+                app_protocol: Some(app_protocol),
+                app_buffered,
+                app_feed,
+                waiter,
+                backlog: VecDeque::new(),
+                backlog_size: 0,
+                conn_lost: 0,
+                eof_received: false,
+                closed: false,
+                app_reading_paused: false,
+                ssl_reading_paused: false,
+                app_writing_paused: false,
+                ssl_writing_paused: false,
+                write_high,
+                write_low,
+                read_high,
+                read_low,
+                handshake_timer: None,
+                shutdown_timer: None,
+            }),
+        })
+    }
+
+    /// Bytes from the socket as a slice (`transport::native`: no bytes object, no Python
+    /// call), for a TLS core that is a socket transport's protocol.
+    pub fn feed(slf: &Bound<'_, Self>, data: &[u8]) -> PyResult<()> {
+        slf.get().engine.feed_slice(slf.py(), data)?;
+        Self::advance(slf)
+    }
+
+    /// After bytes came: the step the state calls for.
+    fn advance(slf: &Bound<'_, Self>) -> PyResult<()> {
+        match slf.get().state(slf.py())? {
+            State::Handshake => Self::do_handshake(slf),
+            State::Wrapped => Self::do_read(slf),
+            State::Flushing => Self::do_flush(slf),
+            State::Shutdown => Self::do_shutdown(slf),
+            State::Unwrapped => Ok(()),
+        }
+    }
+
     fn start_shutdown_from_app(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         // The stdlib marks the transport closed first, then starts the shutdown (which

@@ -1,9 +1,9 @@
-//! `TlsCore`: TLS for swordfish transports, built on the stdlib's `ssl` module in memory-BIO
-//! mode. It sits between a stream transport (whose protocol it is) and the application's
-//! protocol: bytes from the socket go into the incoming BIO, `SSLObject` turns them into
-//! application data; application writes go through `SSLObject.write` and leave through the
-//! outgoing BIO. The `ssl.SSLContext` is the user's own, so certificates, SNI, ALPN and
-//! client certificates all behave as in the stdlib.
+//! `TlsCore`: TLS for swordfish transports. It sits between a stream transport (whose
+//! protocol it is) and the application's protocol: bytes from the socket go into the record
+//! layer (`engine.rs`), which turns them into application data; application writes are
+//! encrypted there and leave through the socket transport. The record layer is the stdlib's
+//! `ssl` in memory-BIO mode with the user's own `ssl.SSLContext` (certificates, SNI, ALPN and
+//! client certificates behave as in the stdlib), or rustls for a server that asks for it.
 //!
 //! States follow the TLS connection: handshake, wrapped (data flows), flushing (close
 //! requested, reading what is left), shutdown (close_notify exchange), unwrapped. The Python
@@ -11,21 +11,33 @@
 //! keeps the rare paths (error reports, extra info).
 
 mod api;
+mod engine;
 mod output;
+mod server_config;
 mod session;
+
+pub use server_config::RustlsServerConfig;
+
+/// The socket transport's native read path for `TlsCore` (see `transport::native`).
+pub fn native_reader(protocol: &Bound<'_, PyAny>) -> Option<crate::transport::native::Feed> {
+    protocol.is_instance_of::<TlsCore>().then_some(feed)
+}
+
+fn feed(protocol: &Bound<'_, PyAny>, data: &[u8]) -> PyResult<()> {
+    TlsCore::feed(protocol.cast::<TlsCore>()?, data)
+}
 
 use crate::event_loop::LoopCore;
 use crate::pyutil::is_exit;
 use crate::sync::{GilCell, GilGuard};
 use crate::transport::stream::{Held, Hold, StreamCore};
+use engine::{Engine, Plain, SslErrors, Step};
 use pyo3::exceptions::{PyConnectionAbortedError, PyConnectionResetError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PySlice};
 use pyo3::{intern, PyTraverseError, PyVisit};
 use std::collections::VecDeque;
 
-/// The most one `SSLObject.read` returns.
-const MAX_READ: usize = 256 * 1024;
 const LOG_THRESHOLD_FOR_CONNLOST_WRITES: u32 = 5;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -45,14 +57,6 @@ enum AppState {
     Lost,
 }
 
-/// The `ssl` exception types the state machine tells apart.
-struct SslErrors {
-    want_read: Py<PyAny>,
-    syscall: Py<PyAny>,
-    ssl_error: Py<PyAny>,
-    cert_error: Py<PyAny>,
-}
-
 struct Inner {
     state: State,
     app_state: AppState,
@@ -62,9 +66,10 @@ struct Inner {
     app_transport: Option<Py<PyAny>>,
     app_protocol: Option<Py<PyAny>>,
     app_buffered: bool,
+    /// The application's protocol reads natively (`transport::native`): decrypted data goes
+    /// to it as a slice.
+    app_feed: Option<crate::transport::native::Feed>,
     waiter: Option<Py<PyAny>>,
-    /// The C-level SSL object behind the `ssl.SSLObject`.
-    ssl: Py<PyAny>,
     /// Application data accepted by `write()` but not yet given to `SSLObject.write`.
     backlog: VecDeque<Py<PyBytes>>,
     backlog_size: usize,
@@ -86,9 +91,7 @@ struct Inner {
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct TlsCore {
     lp: Py<LoopCore>,
-    sslobj: Py<PyAny>,
-    incoming: Py<PyAny>,
-    outgoing: Py<PyAny>,
+    engine: Engine,
     errors: SslErrors,
     /// As given (a number of seconds): the timeout message shows it the way Python does.
     handshake_timeout: Py<PyAny>,
@@ -110,18 +113,8 @@ impl TlsCore {
         Ok(())
     }
 
-    fn is_again(&self, py: Python<'_>, err: &PyErr) -> bool {
-        let v = err.value(py);
-        v.is_instance(self.errors.want_read.bind(py)).unwrap_or(false)
-            || v.is_instance(self.errors.syscall.bind(py)).unwrap_or(false)
-    }
-
     fn is_ssl_error(&self, py: Python<'_>, err: &PyErr) -> bool {
         err.value(py).is_instance(self.errors.ssl_error.bind(py)).unwrap_or(false)
-    }
-
-    fn ssl(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.inner(py)?.ssl.clone_ref(py))
     }
 
     fn app_transport(&self, py: Python<'_>) -> Option<Py<PyAny>> {

@@ -42,14 +42,12 @@ impl TlsCore {
     }
 
     /// Application data from a native protocol (`transport::Writer`), encrypted at once
-    /// when nothing waits before it: an owned buffer through a read-only view of it rather
-    /// than a bytes object made from it (an HTTP/2 connection's frames), a bytes object as
-    /// it is. Otherwise queued as `write` would. `hold`: the records are held for the end of
-    /// the loop iteration as the protocol's own writes would be over a plain socket
-    /// (`StreamCore::write_deferred`).
-    pub fn write_held(&self, py: Python<'_>, data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
-        let bytes = data.as_bytes();
-        if bytes.is_empty() {
+    /// when nothing waits before it (an owned buffer without a bytes object made from it, a
+    /// bytes object as it is), otherwise queued as `write` would. `hold`: the records are
+    /// held for the end of the loop iteration as the protocol's own writes would be over a
+    /// plain socket (`StreamCore::write_deferred`).
+    pub fn write_held(&self, py: Python<'_>, mut data: Held<'_>, hold: Option<Hold>) -> PyResult<()> {
+        if data.as_bytes().is_empty() {
             return Ok(());
         }
         let direct = self.inner(py).map(|i| i.state == State::Wrapped && i.backlog.is_empty())?;
@@ -60,37 +58,9 @@ impl TlsCore {
             };
             return self.write_appdata(py, vec![item.into_any()]);
         }
-        let ssl = self.ssl(py)?;
-        let written = match &data {
-            Held::Shared(b) => ssl.bind(py).call_method1(intern!(py, "write"), (b,)),
-            Held::Owned(v) => {
-                let len = isize::try_from(v.len()).map_err(|_| PyTypeError::new_err("data too large"))?;
-                // SAFETY: the view is read-only and released before `v` is dropped; if it
-                // cannot be (something still holds its buffer), `v` is leaked rather than freed.
-                let view = unsafe {
-                    Bound::from_owned_ptr_or_err(
-                        py,
-                        pyo3::ffi::PyMemoryView_FromMemory(v.as_ptr() as *mut _, len, pyo3::ffi::PyBUF_READ),
-                    )?
-                };
-                let written = ssl.bind(py).call_method1(intern!(py, "write"), (&view,));
-                if let Err(e) = view.call_method0(intern!(py, "release")) {
-                    if let Held::Owned(v) = data {
-                        std::mem::forget(v);
-                    }
-                    return Err(e);
-                }
-                written
-            }
-        };
-        let r = match written {
-            Ok(n) => n.extract::<usize>().map(Some),
-            Err(e) if self.is_again(py, &e) => Ok(None),
-            Err(e) => Err(e),
-        };
-        let r = r.and_then(|count| {
-            // A memory BIO takes every record: the rest is queued only in case it did not.
-            let count = count.unwrap_or(0);
+        let r = self.engine.write(py, &mut data, &self.errors).and_then(|count| {
+            // A memory BIO and rustls take everything: the rest is queued only in case not.
+            let (count, bytes) = (count.unwrap_or(0), data.as_bytes());
             if count < bytes.len() {
                 let mut inner = self.inner(py)?;
                 inner.backlog_size += bytes.len() - count;
@@ -105,14 +75,11 @@ impl TlsCore {
     }
 
     pub(super) fn do_write(&self, py: Python<'_>) -> PyResult<()> {
-        let ssl = self.ssl(py)?;
         loop {
             let Some(data) = self.inner(py)?.backlog.front().map(|d| d.clone_ref(py)) else { break };
             let len = data.bind(py).len()?;
-            let count: usize = match ssl.bind(py).call_method1(intern!(py, "write"), (&data,)) {
-                Ok(n) => n.extract()?,
-                Err(e) if self.is_again(py, &e) => break,
-                Err(e) => return Err(e),
+            let Some(count) = self.engine.write(py, &mut Held::Shared(data.bind(py).clone()), &self.errors)? else {
+                break;
             };
             let mut inner = self.inner(py)?;
             inner.backlog_size -= count.min(inner.backlog_size);
@@ -146,14 +113,16 @@ impl TlsCore {
             )
         };
         if !paused {
-            let data = self.outgoing.bind(py).call_method0(intern!(py, "read"))?;
-            if data.len()? > 0 {
-                match (raw_core, raw, hold) {
-                    (Some(core), _, Some(hold)) => {
-                        StreamCore::write_deferred(core.bind(py), Held::Shared(data.cast_into::<PyBytes>()?), hold)?
-                    }
-                    (Some(core), _, None) => core.get().write_data(py, &data)?,
-                    (None, Some(raw), _) => {
+            if let Some(data) = self.engine.take_outgoing(py)? {
+                match (raw_core, raw, hold, data) {
+                    (Some(core), _, Some(hold), data) => StreamCore::write_deferred(core.bind(py), data, hold)?,
+                    (Some(core), _, None, Held::Owned(v)) => core.get().write_now(py, &v, None)?,
+                    (Some(core), _, None, Held::Shared(b)) => core.get().write_now(py, b.as_bytes(), Some(&b))?,
+                    (None, Some(raw), _, data) => {
+                        let data = match data {
+                            Held::Owned(v) => PyBytes::new(py, &v),
+                            Held::Shared(b) => b,
+                        };
                         raw.bind(py).call_method1(intern!(py, "write"), (data,))?;
                     }
                     _ => {}
@@ -164,8 +133,7 @@ impl TlsCore {
     }
 
     pub(super) fn write_buffer_size(&self, py: Python<'_>) -> PyResult<usize> {
-        let pending: usize = self.outgoing.bind(py).getattr(intern!(py, "pending"))?.extract()?;
-        Ok(pending + self.inner(py)?.backlog_size)
+        Ok(self.engine.outgoing_pending(py)? + self.inner(py)?.backlog_size)
     }
 
     pub(super) fn control_app_writing(&self, py: Python<'_>) -> PyResult<()> {
@@ -229,10 +197,9 @@ impl TlsCore {
         let py = slf.py();
         let eof = this.inner(py)?.eof_received;
         if !eof {
-            let ssl = this.ssl(py)?;
-            match ssl.bind(py).call_method0(intern!(py, "shutdown")) {
-                Ok(_) => {}
-                Err(e) if this.is_again(py, &e) => return this.process_outgoing(py),
+            match this.engine.shutdown(py, &this.errors) {
+                Ok(Step::Done) => {}
+                Ok(Step::Again) => return this.process_outgoing(py),
                 Err(e) if this.is_ssl_error(py, &e) => return this.on_shutdown_complete(py, Some(e)),
                 Err(e) => return Err(e),
             }

@@ -17,10 +17,9 @@ impl TlsCore {
     pub(super) fn do_handshake(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
-        let ssl = this.ssl(py)?;
-        match ssl.bind(py).call_method0(intern!(py, "do_handshake")) {
-            Ok(_) => Self::on_handshake_complete(slf, None),
-            Err(e) if this.is_again(py, &e) => this.process_outgoing(py),
+        match this.engine.handshake(py, &this.errors) {
+            Ok(Step::Done) => Self::on_handshake_complete(slf, None),
+            Ok(Step::Again) => this.process_outgoing(py),
             Err(e) if this.is_ssl_error(py, &e) => Self::on_handshake_complete(slf, Some(e)),
             Err(e) => Err(e),
         }
@@ -31,12 +30,11 @@ impl TlsCore {
         let py = slf.py();
         let timer = this.inner(py)?.handshake_timer.take();
         Self::cancel_timer(py, timer)?;
-        let sslobj = this.sslobj.bind(py);
         let outcome = match failure {
             Some(e) => Err(e),
             None => {
                 this.set_state(py, State::Wrapped)?;
-                sslobj.call_method0(intern!(py, "getpeercert"))
+                this.engine.peercert(py)
             }
         };
         let peercert = match outcome {
@@ -112,28 +110,9 @@ impl TlsCore {
     pub(super) fn read_copied(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
-        let ssl = this.ssl(py)?;
-        let mut chunks: Vec<Bound<'_, PyAny>> = Vec::new();
-        let mut close_notify = false;
-        loop {
-            match ssl.bind(py).call_method1(intern!(py, "read"), (MAX_READ,)) {
-                Ok(chunk) => {
-                    if chunk.len()? == 0 {
-                        close_notify = true;
-                        break;
-                    }
-                    chunks.push(chunk);
-                }
-                Err(e) if this.is_again(py, &e) => break,
-                Err(e) => return Err(e),
-            }
-        }
-        let data = match chunks.len() {
-            0 | 1 => chunks.pop(),
-            _ => Some(PyBytes::new(py, b"").call_method1(intern!(py, "join"), (chunks,))?),
-        };
-        if let (Some(data), Some(p)) = (data, this.app_protocol(py)) {
-            p.bind(py).call_method1(intern!(py, "data_received"), (data,))?;
+        let (data, close_notify) = this.engine.read(py, &this.errors)?;
+        if let Some(data) = data {
+            this.deliver(py, data)?;
         }
         if close_notify {
             this.call_eof_received(py)?;
@@ -142,23 +121,41 @@ impl TlsCore {
         Ok(())
     }
 
+    /// Decrypted data to the application's protocol: as a slice to a native one, else to
+    /// its `data_received`.
+    fn deliver(&self, py: Python<'_>, data: Plain<'_>) -> PyResult<()> {
+        let (protocol, feed) = {
+            let Some(i) = self.inner.try_lock(py) else { return Ok(()) };
+            (i.app_protocol.as_ref().map(|p| p.clone_ref(py)), i.app_feed)
+        };
+        let Some(p) = protocol else { return Ok(()) };
+        match (feed, data) {
+            (Some(feed), data) => data.with_slice(|s| feed(p.bind(py), s)),
+            (None, Plain::Object(o)) => p.bind(py).call_method1(intern!(py, "data_received"), (o,)).map(drop),
+            (None, Plain::Owned(v)) => {
+                p.bind(py).call_method1(intern!(py, "data_received"), (PyBytes::new(py, &v),)).map(drop)
+            }
+        }
+    }
+
     pub(super) fn read_buffered(slf: &Bound<'_, Self>) -> PyResult<()> {
         let this = slf.get();
         let py = slf.py();
         let Some(p) = this.app_protocol(py) else { return Ok(()) };
-        let pending: usize = this.incoming.bind(py).getattr(intern!(py, "pending"))?.extract()?;
+        let Some(ssl) = this.engine.sslobj() else { return Self::read_buffered_plain(slf, p.bind(py)) };
+        let ssl = ssl.bind(py).getattr(intern!(py, "_sslobj"))?;
+        let pending = this.engine.incoming_pending(py)?;
         let buf = p.bind(py).call_method1(intern!(py, "get_buffer"), (pending,))?;
         let wants = buf.len()?;
         if wants == 0 {
             return Err(pyo3::exceptions::PyRuntimeError::new_err("get_buffer() returned an empty buffer"));
         }
-        let ssl = this.ssl(py)?;
         // One `read` gives at most one TLS record: fill the buffer from as many as have
         // arrived. None: nothing more is decrypted yet; Some(0): the peer's close_notify.
         let read = |n: usize, into: &Bound<'_, PyAny>| -> PyResult<Option<usize>> {
-            match ssl.bind(py).call_method1(intern!(py, "read"), (n, into)) {
+            match ssl.call_method1(intern!(py, "read"), (n, into)) {
                 Ok(got) => Ok(Some(got.extract()?)),
-                Err(e) if this.is_again(py, &e) => Ok(None),
+                Err(e) if this.errors.is_again(py, &e) => Ok(None),
                 Err(e) => Err(e),
             }
         };
@@ -199,6 +196,39 @@ impl TlsCore {
         Ok(())
     }
 
+    /// `read_buffered` where the record layer decrypts ahead (rustls): what it holds is
+    /// copied into as many of the protocol's buffers as it takes, as the stdlib's transports
+    /// fill a `BufferedProtocol` from a bytes object.
+    fn read_buffered_plain(slf: &Bound<'_, Self>, p: &Bound<'_, PyAny>) -> PyResult<()> {
+        let this = slf.get();
+        let py = slf.py();
+        let (data, close_notify) = this.engine.read(py, &this.errors)?;
+        if let Some(data) = data {
+            data.with_slice(|mut rest| {
+                while !rest.is_empty() {
+                    let buf = p.call_method1(intern!(py, "get_buffer"), (rest.len(),))?;
+                    let view = crate::transport::pybuf::View::writable(&buf)?;
+                    let n = view.len().min(rest.len());
+                    if n == 0 {
+                        return Err(pyo3::exceptions::PyRuntimeError::new_err("get_buffer() returned an empty buffer"));
+                    }
+                    // SAFETY: the view is writable, C-contiguous and at least `n` bytes long,
+                    // and `rest` is Rust memory it cannot overlap.
+                    unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), view.as_mut_ptr().cast::<u8>(), n) };
+                    drop(view);
+                    p.call_method1(intern!(py, "buffer_updated"), (n,))?;
+                    rest = &rest[n..];
+                }
+                Ok(())
+            })?;
+        }
+        if close_notify {
+            this.call_eof_received(py)?;
+            Self::start_shutdown(slf)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn call_eof_received(&self, py: Python<'_>) -> PyResult<()> {
         let call = {
             let mut inner = self.inner(py)?;
@@ -226,7 +256,7 @@ impl TlsCore {
     }
 
     pub(super) fn control_ssl_reading(&self, py: Python<'_>) -> PyResult<()> {
-        let size: usize = self.incoming.bind(py).getattr(intern!(py, "pending"))?.extract()?;
+        let size = self.engine.incoming_pending(py)?;
         let action = {
             let mut inner = self.inner(py)?;
             if size >= inner.read_high && !inner.ssl_reading_paused {
