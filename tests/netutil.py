@@ -164,17 +164,18 @@ def tls_files(tmp_path_factory):
 def tls(request, tls_files):
     """(server context, client context trusting the server's certificate). The server's is
     served by OpenSSL, then by rustls on swordfish's loop (other loops take it as OpenSSL's)."""
-    return _tls_pair(tls_files, request.param)
+    return tls_pair(tls_files, request.param)
 
 
 @pytest.fixture
 def openssl_tls(tls_files):
     """`tls` served by OpenSSL only: for what is configured on the `SSLContext` object after
     it is made (SNI callbacks, ALPN, client certificates), or read from its `SSLObject`."""
-    return _tls_pair(tls_files, "openssl")
+    return tls_pair(tls_files, "openssl")
 
 
-def _tls_pair(tls_files, engine):
+def tls_pair(tls_files, engine):
+    """(server context, client context) with the server's served by `engine`: see `tls`."""
     cert, key = tls_files
     if engine == "rustls":
         from swordfish import _native

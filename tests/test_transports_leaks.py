@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from netutil import tls, tls_files  # noqa: F401 (fixtures)
+from netutil import tls_files, tls_pair  # noqa: F401 (fixture)
 
 CYCLES = 10_000
 WARMUP = 1_000
@@ -111,11 +111,12 @@ async def cycles(loop, path, n, mode="close", contexts=None):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("mode", ["close", "abort", "fatal", "tls-close", "tls-abort"])
+@pytest.mark.parametrize("mode", ["close", "abort", "fatal", "openssl-close", "openssl-abort", "rustls-close",
+                                  "rustls-abort"])
 def test_swordfish_connect_close_cycles_leak_nothing(sf_loop, sf_run, tmp_path, request, mode):
     path = str(tmp_path / "s")
-    contexts = request.getfixturevalue("tls") if mode.startswith("tls-") else None
-    mode = mode.removeprefix("tls-")
+    engine, _, mode = mode.rpartition("-")
+    contexts = tls_pair(request.getfixturevalue("tls_files"), engine) if engine else None
     handled = []
     sf_loop.set_exception_handler(lambda loop, ctx: handled.append(None))
     sf_run(cycles(sf_loop, path, WARMUP, mode, contexts), timeout=60)

@@ -213,10 +213,8 @@ impl TlsCore {
     /// After `resume_reading()`: continue where reading stopped.
     fn _resume(slf: &Bound<'_, Self>) -> PyResult<()> {
         match slf.get().state(slf.py())? {
-            State::Wrapped => Self::do_read(slf),
-            State::Flushing => Self::do_flush(slf),
-            State::Shutdown => Self::do_shutdown(slf),
-            _ => Ok(()),
+            State::Handshake => Ok(()), // the handshake reads whatever the app's state
+            _ => Self::advance(slf),
         }
     }
 

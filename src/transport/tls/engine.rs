@@ -171,11 +171,7 @@ impl Engine {
 
     pub fn handshake(&self, py: Python<'_>, errors: &SslErrors) -> PyResult<Step> {
         match self {
-            Engine::OpenSsl(o) => match o.ssl.bind(py).call_method0(intern!(py, "do_handshake")) {
-                Ok(_) => Ok(Step::Done),
-                Err(e) if errors.is_again(py, &e) => Ok(Step::Again),
-                Err(e) => Err(e),
-            },
+            Engine::OpenSsl(o) => o.step(py, intern!(py, "do_handshake"), errors),
             Engine::Rustls(r) => {
                 let r = r.lock(py)?;
                 if let Some(f) = &r.failure {
@@ -323,11 +319,7 @@ impl Engine {
     /// Send close_notify; Done once the peer's has come too.
     pub fn shutdown(&self, py: Python<'_>, errors: &SslErrors) -> PyResult<Step> {
         match self {
-            Engine::OpenSsl(o) => match o.ssl.bind(py).call_method0(intern!(py, "shutdown")) {
-                Ok(_) => Ok(Step::Done),
-                Err(e) if errors.is_again(py, &e) => Ok(Step::Again),
-                Err(e) => Err(e),
-            },
+            Engine::OpenSsl(o) => o.step(py, intern!(py, "shutdown"), errors),
             Engine::Rustls(r) => {
                 let mut r = r.lock(py)?;
                 if let Some(f) = &r.failure {
@@ -388,6 +380,15 @@ fn openssl_name(suite: rustls::CipherSuite) -> String {
 }
 
 impl OpenSsl {
+    /// A handshake or shutdown call: done, or waiting for the peer.
+    fn step(&self, py: Python<'_>, method: &Bound<'_, pyo3::types::PyString>, errors: &SslErrors) -> PyResult<Step> {
+        match self.ssl.bind(py).call_method0(method) {
+            Ok(_) => Ok(Step::Done),
+            Err(e) if errors.is_again(py, &e) => Ok(Step::Again),
+            Err(e) => Err(e),
+        }
+    }
+
     /// An owned buffer through a read-only view of it, rather than a bytes object made from
     /// it (an HTTP/2 connection's frames).
     fn write_owned(&self, py: Python<'_>, v: &mut Vec<u8>, errors: &SslErrors) -> PyResult<Option<usize>> {
