@@ -401,15 +401,15 @@ class Server:
 
     def _log_listening(self):
         scheme = "http" if self.config.ssl_certfile is None else "https"
+        tls = f", TLS by {self.tls_engine}" if self.tls_engine else ""
         for sock in self.sockets:
             name = sock.getsockname()
             if isinstance(name, tuple):
                 host, port = name[:2]
                 host = f"[{host}]" if ":" in host else host
-                tls = f", TLS by {self.tls_engine}" if self.tls_engine else ""
                 logger.info("swordfish serving on %s://%s:%d (pid %d%s)", scheme, host, port, os.getpid(), tls)
             else:
-                logger.info("swordfish serving on unix:%s (pid %d)", name, os.getpid())
+                logger.info("swordfish serving on unix:%s (pid %d%s)", name, os.getpid(), tls)
 
     @staticmethod
     async def _publish_connections(gate):

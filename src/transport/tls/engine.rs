@@ -156,6 +156,8 @@ impl Engine {
         }
     }
 
+    /// `feed` from the socket transport's native read path (rustls's; an OpenSSL core is not
+    /// offered it, but takes it as a bytes object would be).
     pub fn feed_slice(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
         match self {
             Engine::OpenSsl(o) => {

@@ -18,9 +18,11 @@ mod session;
 
 pub use server_config::RustlsServerConfig;
 
-/// The socket transport's native read path for `TlsCore` (see `transport::native`).
+/// The socket transport's native read path for a `TlsCore` on rustls (see
+/// `transport::native`). OpenSSL's takes the bytes object its memory BIO is written from.
 pub fn native_reader(protocol: &Bound<'_, PyAny>) -> Option<crate::transport::native::Feed> {
-    protocol.is_instance_of::<TlsCore>().then_some(feed)
+    let core = protocol.cast::<TlsCore>().ok()?;
+    core.get().engine.sslobj().is_none().then_some(feed)
 }
 
 fn feed(protocol: &Bound<'_, PyAny>, data: &[u8]) -> PyResult<()> {
