@@ -191,6 +191,22 @@ def test_rustls_offers_h2_by_alpn(loop, tls_files):
     run(loop, main())
 
 
+def test_rustls_refuses_a_client_with_no_protocol_in_common(loop, tls_files):
+    # RFC 7301 §3.2: no_application_protocol. (OpenSSL, through the ssl module, goes on
+    # without ALPN instead.)
+    cert, key = tls_files
+
+    async def main():
+        async with serving(scheme_app, ssl_certfile=cert, ssl_keyfile=key, http="1") as server:
+            with pytest.raises(ssl.SSLError, match="no application protocol"):
+                await get(server, client_context(cert, ["h2"]))
+            assert (await get(server, client_context(cert, ["h2", "http/1.1"]))).body == b"https GET 0"
+
+    if not swordfish_loop(loop):
+        pytest.skip("the ssl module's server goes on without ALPN")
+    run(loop, main())
+
+
 def test_the_options_reach_rustls_from_the_command_line(tls_files):
     from swordfish.server.cli import build_parser, worker_argv
 

@@ -40,6 +40,12 @@ impl TlsCore {
         let peercert = match outcome {
             Ok(p) => p,
             Err(e) => {
+                if this.engine.sslobj().is_none() {
+                    // rustls's alert (no_application_protocol, bad_certificate, ...) goes
+                    // out before the socket closes, so the client learns why. The stdlib's
+                    // transports, which the OpenSSL engine follows, close without it.
+                    this.process_outgoing(py)?;
+                }
                 this.set_state(py, State::Unwrapped)?;
                 let msg = if e.value(py).is_instance(this.errors.cert_error.bind(py)).unwrap_or(false) {
                     "SSL handshake failed on verifying the certificate"
