@@ -45,8 +45,9 @@ class _ConfigMethods:
             raise ValueError("proxy_protocol does not go with ssl_certfile: let the proxy terminate TLS")
         elif self.ssl_cert_reqs != "none" and self.ssl_ca_certs is None:
             raise ValueError(f"ssl_cert_reqs {self.ssl_cert_reqs!r} needs ssl_ca_certs to verify client certificates with")
-        if self.ssl_engine == "rustls" and self._rustls_refusal():
-            raise ValueError(f"ssl_engine 'rustls' does not serve {self._rustls_refusal()}: use 'openssl' or 'auto'")
+        refusal = self._rustls_refusal() if self.ssl_engine == "rustls" else None
+        if refusal:
+            raise ValueError(f"ssl_engine 'rustls' does not serve {refusal}: use 'openssl' or 'auto'")
 
     def _rustls_refusal(self):
         """Which settings rustls does not serve (None: it does). Under 'auto', client

@@ -141,6 +141,14 @@ impl Engine {
         }
     }
 
+    /// The C-level object behind the `ssl.SSLObject`, if OpenSSL runs.
+    pub fn c_ssl(&self) -> Option<&Py<PyAny>> {
+        match self {
+            Engine::OpenSsl(o) => Some(&o.ssl),
+            Engine::Rustls(_) => None,
+        }
+    }
+
     /// Bytes from the socket. rustls decrypts them at once (what it cannot take yet, it
     /// reports as a failure on the next step); the memory BIO keeps them.
     pub fn feed(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -149,10 +157,7 @@ impl Engine {
                 o.incoming.bind(py).call_method1(intern!(py, "write"), (data,))?;
                 Ok(())
             }
-            Engine::Rustls(r) => crate::transport::pybuf::with_bytes(data, |s| {
-                r.lock(py)?.feed(s);
-                Ok(())
-            }),
+            Engine::Rustls(_) => crate::transport::pybuf::with_bytes(data, |s| self.feed_slice(py, s)),
         }
     }
 
@@ -268,7 +273,7 @@ impl Engine {
             Engine::OpenSsl(o) => {
                 let written = match data {
                     Held::Shared(b) => o.ssl.bind(py).call_method1(intern!(py, "write"), (&*b,)),
-                    Held::Owned(v) => return o.write_owned(py, v, errors),
+                    Held::Owned(v) => o.write_owned(py, v)?,
                 };
                 match written {
                     Ok(n) => n.extract::<usize>().map(Some),
@@ -392,8 +397,9 @@ impl OpenSsl {
     }
 
     /// An owned buffer through a read-only view of it, rather than a bytes object made from
-    /// it (an HTTP/2 connection's frames).
-    fn write_owned(&self, py: Python<'_>, v: &mut Vec<u8>, errors: &SslErrors) -> PyResult<Option<usize>> {
+    /// it (an HTTP/2 connection's frames): `SSLObject.write`'s outcome, once the view is
+    /// released (the outer error: it could not be).
+    fn write_owned<'py>(&self, py: Python<'py>, v: &mut Vec<u8>) -> PyResult<PyResult<Bound<'py, PyAny>>> {
         let len = isize::try_from(v.len()).map_err(|_| pyo3::exceptions::PyOverflowError::new_err("data too large"))?;
         // SAFETY: the view is read-only and released before this returns, while `v` is
         // borrowed; if it cannot be (something still holds its buffer), `v`'s memory is
@@ -409,11 +415,7 @@ impl OpenSsl {
             std::mem::forget(std::mem::take(v));
             return Err(e);
         }
-        match written {
-            Ok(n) => n.extract::<usize>().map(Some),
-            Err(e) if errors.is_again(py, &e) => Ok(None),
-            Err(e) => Err(e),
-        }
+        Ok(written)
     }
 }
 

@@ -148,8 +148,8 @@ impl TlsCore {
         let this = slf.get();
         let py = slf.py();
         let Some(p) = this.app_protocol(py) else { return Ok(()) };
-        let Some(ssl) = this.engine.sslobj() else { return Self::read_buffered_plain(slf, p.bind(py)) };
-        let ssl = ssl.bind(py).getattr(intern!(py, "_sslobj"))?;
+        let Some(ssl) = this.engine.c_ssl() else { return Self::read_buffered_plain(slf, p.bind(py)) };
+        let ssl = ssl.bind(py);
         let pending = this.engine.incoming_pending(py)?;
         let buf = p.bind(py).call_method1(intern!(py, "get_buffer"), (pending,))?;
         let wants = buf.len()?;
