@@ -259,3 +259,39 @@ def test_a_moved_connection_finishes_its_streams_on_graceful_shutdown(loop):
             assert await asyncio.wait_for(c.reader.read(), 5) == b""
 
     run(loop, main())
+
+
+def relayed_app(environ, start_response):
+    """The HTTP version, the client's address and the thread the app runs on."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+        name = f.read().strip()
+    start_response("200 OK", [("content-type", "text/plain")])
+    return [f"{environ['SERVER_PROTOCOL']} {environ['REMOTE_ADDR']}:{environ['REMOTE_PORT']} {name}".encode()]
+
+
+def test_the_thread_engine_moves_h2c_after_a_proxy_header_with_it(loop):
+    """--proxy-protocol on the thread engine: HTTP/1.1 is served there with the relayed
+    client; a connection whose header is followed by HTTP/2's preface moves to the loop with
+    the header, which the loop reads again: its streams see the relayed client too."""
+    header = b"PROXY TCP4 192.0.2.7 198.51.100.1 5555 443\r\n"
+
+    async def main():
+        async with serving(relayed_app, interface="wsgi", wsgi_engine="threads", threads=2, proxy_protocol=True,
+                           forwarded_allow_ips="127.0.0.1") as server:
+            port = port_of(server)
+            r = await http11(port, header + b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert r.status == 200 and r.body.decode().startswith("HTTP/1.1 192.0.2.7:5555 swordfish-wsgi-"), r.body
+            # The header whole, then the preface; or the header in two pieces, the second
+            # with the start of the preface.
+            for pieces, preface_sent in (([header], b""), ([header[:9], header[9:] + PREFACE[:5]], PREFACE[:5])):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                for piece in pieces:
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0.02)  # apart (the test holds either way)
+                c = H2Client(reader, writer, preface_sent=preface_sent)
+                r = await c.request(b"GET", b"/via")
+                assert (r.status, r.body) == (200, b"HTTP/2 192.0.2.7:5555 swordfish-wsgi")
+                c.close()
+
+    run(loop, main())

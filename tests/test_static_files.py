@@ -1,5 +1,6 @@
 """`--static-path-dir`: files answered by the connection before the app, over real sockets,
-on both loops (swordfish's and the stdlib's): the headers, bodies larger than the socket
+on both loops (swordfish's and the stdlib's) and in front of ASGI, WSGI on the loop and WSGI
+on the thread engine: the headers, bodies larger than the socket
 buffers (sendfile), HEAD, content types, conditional requests (304, 412), ranges (206, 416),
 405, 404 for anything that is not a regular file inside the directory (traversal in every
 spelling, links out, NUL, a FIFO), keep-alive and pipelining with the app's requests,
@@ -12,6 +13,7 @@ import logging
 import os
 import socket
 import struct
+import threading
 
 import pytest
 
@@ -36,7 +38,7 @@ def get(path, *fields, method="GET"):
 
 
 @pytest.fixture
-def tree(tmp_path):
+def files(tmp_path):
     """tmp_path/secret, and tmp_path/pub: the static directory, with small and large files,
     a subdirectory, links in and out, and a FIFO."""
     (tmp_path / "secret").write_bytes(SECRET)
@@ -51,6 +53,12 @@ def tree(tmp_path):
     os.symlink("..", pub / "up")
     os.mkfifo(pub / "fifo")
     return pub
+
+
+@pytest.fixture
+def tree(files, served_by):
+    """`files`, served (`static()`) in front of each interface in turn."""
+    return files
 
 
 calls = []
@@ -73,17 +81,47 @@ def wsgi_app(environ, start_response):
     return [b"wsgi"]
 
 
+def app_wsgi(environ, start_response):
+    """`app` for WSGI."""
+    calls.append(environ["PATH_INFO"])
+    environ["wsgi.input"].read()
+    start_response("200 OK", [("Content-Length", "3")])
+    return [b"app"]
+
+
+# The files are answered by the connection, whichever interface serves the rest: ASGI's and
+# WSGI's on the loop, and WSGI's thread engine, which has a connection core of its own.
+INTERFACES = {
+    "asgi": (app, {}),
+    "wsgi-threads": (app_wsgi, {"interface": "wsgi", "wsgi_engine": "threads", "threads": 4}),
+    "wsgi-loop": (app_wsgi, {"interface": "wsgi", "wsgi_engine": "loop", "threads": 4}),
+}
+SERVED = INTERFACES["asgi"]
+
+
+@pytest.fixture(params=list(INTERFACES))
+def served_by(request):
+    global SERVED
+    SERVED = INTERFACES[request.param]
+    yield request.param
+    SERVED = INTERFACES["asgi"]
+
+
 def static(tree, **options):
     calls.clear()
-    return serving(options.pop("the_app", app), static_path_dir=str(tree), **options)
+    behind, interface = SERVED
+    return serving(options.pop("the_app", behind), static_path_dir=str(tree), **{**interface, **options})
 
 
-async def one(server, raw, head_request=False):
-    """The response to raw on a connection of its own, and whether the connection stays open."""
+async def one(server, raw, head_request=False, after=True):
+    """The response to raw on a connection of its own, and whether the connection stays open
+    (asked by a request to the app after it, unless `after` is false)."""
     reader, writer = await connect(server)
     try:
         writer.write(raw)
         resp = await asyncio.wait_for(read_response(reader, head_request), 10)
+        if not after:
+            return resp, None
         writer.write(get("/after"))
         try:
             after = await asyncio.wait_for(read_response(reader), 10)
@@ -377,9 +415,9 @@ def test_connection_close_and_http_1_0(loop, tree, request_line, closes):
     assert kept is not closes
 
 
-def test_wsgi_app(loop, tree):
+def test_wsgi_app(loop, files):
     async def main():
-        async with static(tree, the_app=wsgi_app, interface="wsgi", threads=2) as server:
+        async with static(files, the_app=wsgi_app, interface="wsgi", threads=2) as server:
             return await responses_on(server, [get("/static/big.bin"), get("/page"), get("/static/a.txt"),
                                                get("/static/a.txt", method="DELETE")])
 
@@ -387,6 +425,35 @@ def test_wsgi_app(loop, tree):
     assert big.status == 200 and len(big.body) == BIG
     assert (page.body, small.body, delete.status) == (b"wsgi", b"hello", 405)
     assert calls == ["/page"]
+
+
+@pytest.mark.parametrize("engine", ["threads", "loop"])
+def test_files_do_not_wait_for_the_app(loop, files, engine):
+    """WSGI with two threads, an app holding one: a file is answered meanwhile, on the thread
+    engine (by the thread that polls) as on the loop."""
+    release = threading.Event()
+
+    def held(environ, start_response):
+        release.wait(30)
+        start_response("200 OK", [("Content-Length", "4")])
+        return [b"held"]
+
+    async def main():
+        async with static(files, the_app=held, interface="wsgi", threads=2, wsgi_engine=engine) as server:
+            reader, writer = await connect(server)
+            writer.write(get("/hold"))
+            await writer.drain()
+            try:
+                # Well before the app lets its thread go (30 s).
+                resp, _ = await asyncio.wait_for(one(server, get("/static/a.txt"), after=False), 5)
+            finally:
+                release.set()
+            held_resp = await asyncio.wait_for(read_response(reader), 10)
+            writer.close()
+            return resp, held_resp
+
+    resp, held_resp = run(loop, main())
+    assert (resp.status, resp.body, held_resp.body) == (200, b"hello", b"held")
 
 
 def test_tls(loop, tree, tls_files):
@@ -518,8 +585,8 @@ def test_settings(tmp_path):
         Config("m:app", static_path_expires=-1)
 
 
-def test_the_command_line_and_its_workers(tree):
-    srv = ServeProcess("--port", "0", "--workers", "2", "--static-path-dir", str(tree), "--static-path-route",
+def test_the_command_line_and_its_workers(files):
+    srv = ServeProcess("--port", "0", "--workers", "2", "--static-path-dir", str(files), "--static-path-route",
                        "/files", "--static-path-expires", "none", app="workerapp:app")
     try:
         port = srv.port()

@@ -15,7 +15,9 @@ Forms (--forms; the default depends on the machine):
 
 Workloads (wrk with one thread per client CPU): hello at 256 connections, GET 10 KiB and
 POST echo 10 KiB at 256; with --full also the WSGI report's scenario (400 virtual users,
-the template page and the 25 ms database) at 1 and 2 workers in the unpinned form.
+the template page and the 25 ms database) at 1 and 2 workers in the unpinned form. Asked
+for by name: static10k and static1m, a static file answered by the server itself (see
+STATIC_WORKLOADS).
 Each record has the server's CPU seconds over the measured run (all its processes) and,
 with more than one worker, the connections each worker held halfway through the run
 (from /proc: the established sockets on the server's port in each process's descriptors).
@@ -23,9 +25,11 @@ Servers take turns in a rotated order each round; results go to results/cores-*.
 """
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -49,7 +53,13 @@ REPORT_ROW = {"swordfish-wsgi": "swordfish-wsgi", "granian-wsgi": "granian-wsgi"
               "granian-uvloop": "granian-asgi", "uvicorn-httptools": "uvicorn",
               "gunicorn-gthread-t8": "gunicorn-gthread"}
 OWN_LABELS = {"swordfish": "swordfish ASGI", "swordfish-wsgi": "swordfish WSGI", "swordfish-rsgi": "swordfish RSGI"}
-WORKLOADS = {"hello": ("/", None), "get10k": ("/10k", None), "echo10k": ("/echo", 10240)}
+WORKLOADS = {"hello": ("/", None), "get10k": ("/10k", None), "echo10k": ("/echo", 10240),
+             "static10k": ("/static/10k.bin", None), "static1m": ("/static/1m.bin", None)}
+# Static files answered by the server itself, before the app; with either workload, every
+# server that serves them runs with the directory for all its workloads (swordfish with
+# --static-path-dir, granian with --static-path-mount), and the others skip these two.
+STATIC_WORKLOADS = {"static10k": 10 * 1024, "static1m": 1024 * 1024}
+STATIC_FLAGS = {"swordfish": "--static-path-dir", "granian": "--static-path-mount"}
 CONNECTIONS = 256
 REPORT_USERS, REPORT_DB_MS = 400, 25
 
@@ -111,7 +121,7 @@ def parse_args(argv):
                    "HTTP suite (tuned variants too: swordfish-wsgi-tN, granian-wsgi-btN, gunicorn-gthread-tN); "
                    "NAME+ARG+ARG adds arguments to NAME's command line, e.g. "
                    "swordfish-wsgi+--worker-cpu-affinity=off")
-    p.add_argument("--workloads", help="comma-separated subset of hello,get10k,echo10k,report")
+    p.add_argument("--workloads", help="comma-separated subset of hello,get10k,echo10k,static10k,static1m,report")
     p.add_argument("--workers", help="comma-separated worker counts (default: the form's)")
     p.add_argument("--rounds", type=int)
     p.add_argument("--seconds", type=float)
@@ -207,12 +217,30 @@ def app_of(base):
     return "bench_wsgi:app" if entry(base).wsgi else "bench_rsgi:app" if entry(base).rsgi else "bench:app"
 
 
+def static_files():
+    """A directory of the static workloads' files (the same bytes each run)."""
+    directory = os.path.join(tempfile.gettempdir(), "swordfish-cores-static")
+    os.makedirs(directory, exist_ok=True)
+    for workload, size in STATIC_WORKLOADS.items():
+        path = os.path.join(directory, WORKLOADS[workload][0].rsplit("/", 1)[1])
+        if not os.path.exists(path) or os.path.getsize(path) != size:
+            with open(path, "wb") as f:
+                f.write(random.Random(size).randbytes(size))
+    return directory
+
+
 def wrk_runs(args, rnd, form, workers, name, records):
     server_cpus, client_cpus, _ = placement(form)
     names = [w for w in args.workloads if w in WORKLOADS]
     port = free_port()
     point = {"round": rnd, "form": form, "workers": workers, "server": name}
     base, extra, env = split_name(name)
+    if any(w in STATIC_WORKLOADS for w in names):
+        flag = STATIC_FLAGS.get(base.split("-")[0])
+        if flag is None:
+            names = [w for w in names if w not in STATIC_WORKLOADS]
+        else:
+            extra = extra + [f"{flag}={static_files()}"]
     try:
         server = ServerProcess(name, taskset(server_cpus) + entry(base).builder(app_of(base), port, workers) + extra,
                                port, APPS, env)

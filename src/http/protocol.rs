@@ -113,7 +113,7 @@ impl HttpProtocol {
                     if let Some(files) = &state.static_files {
                         match self.serve_static(py, c, files, &head, head_method, acts)? {
                             Static::Not => {}
-                            Static::Answered(true) => continue,
+                            Static::Answered(true) | Static::ByDriver => continue,
                             Static::Answered(false) | Static::Held => return Ok(()),
                         }
                     }

@@ -310,11 +310,9 @@ class Server:
         config = self.config
         if config.wsgi_engine == "loop":
             return False
-        if (config.ssl_certfile is not None or config.proxy_protocol or config.static_path_dir is not None
-                or config.http == "2"):
+        if config.ssl_certfile is not None or config.http == "2":
             if config.wsgi_engine == "threads":
-                logger.info("the WSGI thread engine serves neither TLS, PROXY headers, static files nor "
-                            "HTTP/2: the loop serves instead")
+                logger.info("the WSGI thread engine serves neither TLS nor HTTP/2 alone: the loop serves instead")
             return False
         if config.wsgi_engine == "auto":
             if config.worker_cpu_affinity == "auto" and self.supervised:

@@ -5,7 +5,7 @@
 //! sends the body (a large file with `sendfile`).
 
 pub(crate) mod path;
-pub(in crate::http) mod serve;
+pub(crate) mod serve;
 pub(crate) mod validators;
 
 use super::head::{HeadBuilder, HeadRules, ResponseHead};

@@ -1,17 +1,21 @@
 //! The connection's side of a static file: the request is taken off the read buffer as any
 //! other (its body read and dropped, keep-alive, the access log), the answer's head and body
-//! are written. A large file is queued on swordfish's socket transport, which sends it with
-//! `sendfile` from Rust; on another loop's transport, or TLS, it goes to the loop's
-//! `sendfile` through the response's file path (`Writing::File` until `file_sent`).
-//! Answers to pipelined requests stop while the client does not read them, so that they do
-//! not pile up in memory.
+//! are written. The same code serves the loop's connections and the WSGI thread engine's
+//! (`Conn::serve_static`, generic over the driver's `World`). A large file is queued for the
+//! driver to send with `sendfile` from Rust (swordfish's socket transport, the thread
+//! engine); on another loop's transport, or TLS, it goes to the loop's `sendfile` through
+//! the response's file path (`Writing::File` until `file_sent`). Answers to pipelined
+//! requests stop while the client does not read them, so that they do not pile up in
+//! memory.
 
-use super::super::conn::{BodyState, Reading, Writing};
+use super::super::conn::{self, BodyState, Reading, World, Writing};
+use super::super::dispatch::RequestView;
 use super::super::encode::Encoder;
 use super::super::link::{Act, Conn};
 use super::super::parse::{ChunkedDecoder, Framing, Head};
 use super::super::protocol::HttpProtocol;
 use super::super::reading::READ_HIGH_WATER;
+use super::super::settings::Settings;
 use super::super::writing::close_head;
 use super::{Body, Conditions, StaticFiles};
 use crate::clock::monotonic;
@@ -31,10 +35,13 @@ pub enum Static {
     Answered(bool),
     /// Left in the read buffer until the client has read the answers before it.
     Held,
+    /// Answered, the file to be sent by the driver (`Act::SendFile`); the connection goes on.
+    ByDriver,
 }
 
 impl HttpProtocol {
-    /// Answer `head` if its path is under the static route.
+    /// Answer `head` if its path is under the static route (see `Conn::serve_static`); a
+    /// large file goes to the loop's `sendfile` where the transport is not swordfish's.
     pub(in crate::http) fn serve_static(
         &self,
         py: Python<'_>,
@@ -45,28 +52,55 @@ impl HttpProtocol {
         acts: &mut Vec<Act>,
     ) -> PyResult<Static> {
         let state = self.state.get();
-        let st = &state.settings;
+        let queue_files = c.native_writer;
+        // The access log formats the request as the interface presents it; one the
+        // interface would refuse (a WebSocket handshake it turns down) is still logged, as
+        // input that made no request is.
+        let log = |c: &mut Conn| {
+            state.access_log.as_ref().map(|_| {
+                state.dispatch.request(py, &RequestView::of(c, head)).map_or_else(|_| py.None(), |s| s.request)
+            })
+        };
+        Ok(match c.serve_static(&state.settings, files, head, head_method, queue_files, log, acts) {
+            Static::ByDriver => {
+                c.objects.file_sender = Some(files.sender.clone_ref(py));
+                Static::Answered(true)
+            }
+            other => other,
+        })
+    }
+}
+
+impl<W: World> conn::Conn<W> {
+    /// Answer `head` if its path is under the static route. `queue_files`: the driver
+    /// sends a file queued behind its head itself (`Act::WriteFile`); otherwise the file
+    /// goes by `Act::SendFile` and the result is `Static::ByDriver`. `log`: the request as
+    /// the access log has it, asked for only when the request is answered.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn serve_static(
+        &mut self,
+        st: &Settings,
+        files: &StaticFiles,
+        head: &Head,
+        head_method: bool,
+        queue_files: bool,
+        log: impl FnOnce(&mut Self) -> Option<W::Log>,
+        acts: &mut Vec<conn::Act<W>>,
+    ) -> Static {
+        let c = self;
         let method = &c.rbuf[head.method.clone()];
-        let Some(rest) = files.route_of(&c.rbuf[head.target.clone()], method) else { return Ok(Static::Not) };
+        let Some(rest) = files.route_of(&c.rbuf[head.target.clone()], method) else { return Static::Not };
         if c.writing_paused || c.static_burst >= BURST {
             c.static_held = true;
             if c.rbuf.len() >= READ_HIGH_WATER && !c.reading_paused {
                 c.reading_paused = true;
-                acts.push(Act::PauseReading);
+                acts.push(conn::Act::PauseReading);
             }
-            return Ok(Static::Held);
+            return Static::Held;
         }
         let fields = head.headers.iter().map(|(n, v)| (&c.rbuf[n.clone()], &c.rbuf[v.clone()]));
         let answer = files.answer(&st.head_rules(), method, rest, &Conditions::from_fields(fields));
-        // The access log formats the request as the interface presents it; one the
-        // interface would refuse (a WebSocket handshake it turns down) is still logged, as
-        // input that made no request is.
-        let log = state.access_log.as_ref().map(|_| {
-            state
-                .dispatch
-                .request(py, &crate::http::dispatch::RequestView::of(c, head))
-                .map_or_else(|_| py.None(), |s| s.request)
-        });
+        let log = log(c);
         let reading = match head.framing {
             Framing::Length(0) => Reading::Done,
             Framing::Length(n) => Reading::Discard(BodyState::Length(n)),
@@ -74,7 +108,6 @@ impl HttpProtocol {
         };
         st.total_requests.fetch_add(1, Ordering::Relaxed);
         let keep_alive = head.keep_alive && !c.shutdown && !answer.head.close;
-        let native_writer = c.native_writer;
         let start = st.timed().then(monotonic);
         let req = c.begin(head, head_method, reading, keep_alive, false, log, start);
         req.status = answer.head.status;
@@ -82,24 +115,22 @@ impl HttpProtocol {
         let mut out = Vec::new();
         let encoder = close_head(req, answer.head, None, &mut out);
         let mut burst = out.len();
-        let answered = match (encoder, answer.body) {
-            (Encoder::Length(n), Body::File { file, offset, len }) if n == len && native_writer => {
-                // swordfish's socket transport queues the file behind the head and sends it
+        let by_driver = match (encoder, answer.body) {
+            (Encoder::Length(n), Body::File { file, offset, len }) if n == len && queue_files => {
+                // The driver's transport queues the file behind the head and sends it
                 // itself: the response is complete once queued, as one of bytes is.
                 req.sent = len;
                 burst += usize::try_from(len).unwrap_or(usize::MAX);
-                acts.push(Act::Write(out));
-                acts.push(Act::WriteFile { file, offset, len });
-                None
+                acts.push(conn::Act::Write(out));
+                acts.push(conn::Act::WriteFile { file, offset, len });
+                false
             }
             (Encoder::Length(n), Body::File { file, offset, len }) if n == len => {
                 req.sent = len;
                 req.writing = Writing::File { by_connection: true };
-                acts.push(Act::Write(out));
-                acts.push(Act::SendFile { file, offset, len, gen });
-                c.objects.file_sender = Some(files.sender.clone_ref(py));
-                // On to the request's body, read and dropped while the file goes out.
-                Some(true)
+                acts.push(conn::Act::Write(out));
+                acts.push(conn::Act::SendFile { file, offset, len, gen });
+                true
             }
             (encoder, body) => {
                 if let (Encoder::Length(n), Body::Bytes(data)) = (encoder, body) {
@@ -110,11 +141,15 @@ impl HttpProtocol {
                     }
                 }
                 // Complete: small answers of one loop iteration leave in one write.
-                acts.push(Act::WriteLater(out, Hold::IfSmall));
-                None
+                acts.push(conn::Act::WriteLater(out, Hold::IfSmall));
+                false
             }
         };
         c.static_burst = c.static_burst.saturating_add(burst);
-        Ok(Static::Answered(answered.unwrap_or_else(|| c.end_response(st, acts))))
+        if by_driver {
+            // On to the request's body, read and dropped while the file goes out.
+            return Static::ByDriver;
+        }
+        Static::Answered(c.end_response(st, acts))
     }
 }

@@ -11,7 +11,9 @@ use crate::http::conn::Phase;
 use crate::http::parse::{ChunkedDecoder, Framing, Head};
 use crate::http::reading::{Next, READ_HIGH_WATER};
 use crate::http::settings::Settings;
+use crate::http::static_files::serve::Static;
 use crate::wsgi::pool::PREFETCH;
+use crate::wsgi::request::WsgiRequest;
 use mio::{Interest, Token};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -25,6 +27,9 @@ pub enum Pumped {
     Ready,
     /// Nothing to do until the socket has more, or takes more.
     Idle,
+    /// The requests in the read buffer wait while the answers before them are written (a
+    /// file, or `READ_HIGH_WATER` bytes): read on once the output is down.
+    Full,
     /// The client opened with HTTP/2's preface (h2c with prior knowledge) or asked for h2c
     /// by `Upgrade`: the loop serves HTTP/2, so the connection moves there
     /// (`Engine::hand_off`).
@@ -69,8 +74,16 @@ impl Engine {
                     crate::http2::Preface::No => {}
                 }
             }
-            if !preface && c.objects.head.is_none() && c.objects.unwritten() < READ_HIGH_WATER {
-                match c.next(st, &mut acts) {
+            let full = c.objects.file.is_some() || c.objects.unwritten() >= READ_HIGH_WATER;
+            if !preface && c.objects.head.is_none() && !full {
+                // A PROXY header is kept as it came, for a hand-off (once per connection).
+                let opening = c.proxy_preface.then(|| c.rbuf.clone());
+                let next = c.next(st, &mut acts);
+                if let Some(mut header) = opening.filter(|_| !c.proxy_preface) {
+                    header.truncate(header.len() - c.rbuf.len());
+                    c.objects.proxy_header = header;
+                }
+                match next {
                     Next::Head(head) => {
                         // An h2c upgrade the loop takes is the loop's, as HTTP/2 is: it
                         // reads the request again there and answers it as stream 1. Not
@@ -81,10 +94,15 @@ impl Engine {
                         if quiet && h2.is_some_and(|h2| crate::http2::upgrade::taken(&c.rbuf, &head, h2).is_some()) {
                             return Pumped::HandOff;
                         }
+                        if self.serve_static(slot, c, &head) {
+                            continue;
+                        }
                         c.objects.head = Some(head)
                     }
-                    // PROXY headers are served on the loop (the trusted hosts are Python's).
-                    Next::Relayed { .. } => continue,
+                    Next::Relayed { client, server } => {
+                        c.objects.relayed(client, server);
+                        continue;
+                    }
                     // The unread body of the request before, dropped: then the next one.
                     Next::Body => {
                         let finished = c.body_read(st, &mut acts);
@@ -104,9 +122,10 @@ impl Engine {
                 if prefetched(&c.rbuf, head, st) {
                     return Pumped::Ready;
                 }
-            } else if c.objects.unwritten() >= READ_HIGH_WATER {
-                // Pipelined requests wait while the client does not read the answers.
-                return Pumped::Idle;
+            } else if c.objects.file.is_some() || c.objects.unwritten() >= READ_HIGH_WATER {
+                // Pipelined requests wait while the client does not read the answers (and
+                // behind a file: what is answered next goes after it).
+                return Pumped::Full;
             }
             if c.objects.drained {
                 // Read to its end already: an event says when more comes.
@@ -129,6 +148,33 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Answer `head` here if it asks for a static file (`--static-path-dir`), as the loop's
+    /// connections do; true if it did. A file too large to go with its head is queued for
+    /// `flush`. The GIL is taken only for the access log's request object.
+    fn serve_static(&self, slot: &Slot, c: &mut Conn, head: &Head) -> bool {
+        let state = self.state.get();
+        let Some(files) = &state.static_files else { return false };
+        let st = &state.settings;
+        // The engine holds answers back by what waits to be written (`pump`), not by bursts.
+        c.static_burst = 0;
+        let head_method = c.is_head_method(head);
+        let logged = state.access_log.is_some();
+        let log = |c: &mut Conn| -> Option<Py<PyAny>> {
+            if !logged {
+                return None;
+            }
+            Python::attach(|py| {
+                let (client, server) = c.objects.address_objects(py);
+                let request = WsgiRequest::from_head(&c.rbuf, head, client, server, false).ok()?;
+                Py::new(py, request).ok().map(Py::into_any)
+            })
+        };
+        let mut acts = Vec::new();
+        let answered = !matches!(c.serve_static(st, files, head, head_method, true, log, &mut acts), Static::Not);
+        self.stage(slot, c, &mut acts);
+        answered
     }
 
     /// Run the core's acts: bytes to the output buffer, closing, timers, log lines.
@@ -201,6 +247,19 @@ impl Engine {
         if link.out.capacity() > READ_HIGH_WATER {
             link.out = Vec::new();
         }
+        if let Some((file, offset, len, None)) = &mut link.file {
+            while *len > 0 {
+                match link.stream.send_file_some(file, *offset, *len) {
+                    Ok(0) => return true,
+                    Ok(n) => {
+                        *offset += n;
+                        *len -= n;
+                    }
+                    Err(_) => return false,
+                }
+            }
+            link.file = None;
+        }
         true
     }
 
@@ -247,7 +306,10 @@ impl Engine {
         match c.objects.stream.duplicate() {
             Ok(fd) => {
                 self.leave(slot, c);
-                Some((fd, std::mem::take(&mut c.rbuf)))
+                let mut data = std::mem::take(&mut c.objects.proxy_header);
+                data.extend_from_slice(&c.rbuf);
+                c.rbuf = Vec::new();
+                Some((fd, data))
             }
             Err(_) => {
                 // No descriptor to spare: the client is refused as on a full accept queue.
@@ -305,6 +367,15 @@ impl Engine {
                 drop(c);
                 self.log(logs);
                 return None;
+            }
+            if let Pumped::Full = ready {
+                if c.objects.file.is_none() && c.objects.unwritten() < READ_HIGH_WATER {
+                    // The socket took the answers (static files answered in the pump): on
+                    // to the requests after them.
+                    drop(c);
+                    self.log(logs);
+                    continue;
+                }
             }
             self.watch_writes(&slot, &mut c);
             if c.rbuf.is_empty() && c.rbuf.capacity() > READ_HIGH_WATER {

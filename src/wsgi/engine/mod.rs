@@ -8,8 +8,8 @@
 //! thread (`sink`). `--threads` is the pool's size, so it still bounds the app calls at
 //! once. docs/design.md, "A request path without hand-offs", has the measurements.
 //!
-//! It serves plain TCP and Unix sockets; TLS and PROXY headers stay on the loop's path
-//! (the server picks it for them), since both need Python objects per connection. So does
+//! It serves plain TCP and Unix sockets, PROXY headers and static files, through the same
+//! connection core as the loop; TLS stays on the loop's path (the server picks it), as does
 //! HTTP/2: a connection that opens with its preface is moved to the loop (`handoff`).
 
 mod gate;

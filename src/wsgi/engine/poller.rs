@@ -4,7 +4,7 @@
 //! it (see `runner`), it leaves the poller to a follower and runs it.
 
 use super::slot::{Conn, Link, Slot};
-use super::socket::{no_delay, Stream};
+use super::socket::{no_delay, Addr, Stream};
 use super::{Engine, Listener, FIRST_REQUEST_GRACE};
 use crate::clock::coarse_resolution;
 use crate::http::conn::TimerKind;
@@ -167,9 +167,33 @@ impl Engine {
     /// at once (its request may be there already).
     fn open(&self, stream: Stream) -> Option<Arc<Slot>> {
         let st = self.settings();
+        let link = Link::new(stream);
+        let proxy_preface = match &self.state.get().proxy_protocol {
+            // --proxy-protocol: only a trusted peer's header is believed; anyone else could
+            // claim any address, so their connections are closed unanswered (the stream
+            // closes as it goes).
+            Some(trusted) => {
+                let host = match &link.client {
+                    Some(Addr::Ip(a)) => Some(a.ip().to_string()),
+                    _ => None,
+                };
+                let believed = Python::attach(|py| {
+                    trusted.call1(py, (host,)).and_then(|b| b.bind(py).is_truthy()).unwrap_or_else(|e| {
+                        e.write_unraisable(py, None);
+                        false
+                    })
+                });
+                if !believed {
+                    return None;
+                }
+                true
+            }
+            None => false,
+        };
         let slot = self.insert(|token| {
-            let mut c = Conn::new(Link::new(stream));
+            let mut c = Conn::new(link);
             c.number = st.connections_made.fetch_add(1, Ordering::Relaxed);
+            c.proxy_preface = proxy_preface;
             Arc::new(Slot::new(token, c))
         });
         if let Some(m) = st.metrics() {

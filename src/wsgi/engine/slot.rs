@@ -10,6 +10,7 @@ use crate::http::parse::Head;
 use crate::sync::lock_unpoisoned;
 use pyo3::prelude::*;
 use std::fs::File;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -45,11 +46,15 @@ pub struct Link {
     /// A request head, complete at the start of the read buffer and parsed, whose body has
     /// arrived far enough for the app (`io::pump`).
     pub head: Option<Head>,
+    /// The PROXY protocol header the connection opened with, kept for a hand-off to the
+    /// loop, which reads it again.
+    pub proxy_header: Vec<u8>,
     /// Response bytes not written yet: `out[out_pos..]`.
     pub out: Vec<u8>,
     pub out_pos: usize,
     /// A file to send after `out`: (file, offset, length, the request to tell when it is
-    /// out, if any).
+    /// out, if any). One with no request to tell (a static file's) is sent by `flush` as
+    /// the socket takes it; the others by the app's thread, waiting.
     pub file: Option<(File, u64, u64, Option<u64>)>,
     /// Close once `out` is written.
     pub close: bool,
@@ -90,6 +95,7 @@ impl Link {
             client,
             server,
             addr_objects: None,
+            proxy_header: Vec::new(),
             head: None,
             out: Vec::new(),
             out_pos: 0,
@@ -102,8 +108,17 @@ impl Link {
         }
     }
 
+    /// The addresses a trusted proxy's PROXY header gave (before the first request).
+    pub fn relayed(&mut self, client: SocketAddr, server: SocketAddr) {
+        self.client = Some(Addr::Ip(client));
+        self.server = Some(Addr::Ip(server));
+        self.addr_objects = None;
+    }
+
+    /// Bytes of the response not written yet, a file's included.
     pub fn unwritten(&self) -> usize {
-        self.out.len() - self.out_pos
+        let file = self.file.as_ref().map_or(0, |f| usize::try_from(f.2).unwrap_or(usize::MAX));
+        (self.out.len() - self.out_pos).saturating_add(file)
     }
 }
 

@@ -170,6 +170,20 @@ impl Stream {
         Ok(())
     }
 
+    /// Send what the socket takes now of `len` bytes of `file` from `offset`, with
+    /// `sendfile(2)`; how many it took.
+    pub fn send_file_some(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<u64> {
+        let mut off = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let count = usize::try_from(len).unwrap_or(usize::MAX).min(1 << 30);
+        match syscall!(sendfile(self.fd(), file.as_raw_fd(), &mut off, count)) {
+            // The file is shorter than it was said to be.
+            Ok(0) if len > 0 => Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok(n) => Ok(n as u64),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Send `len` bytes of `file` from `offset` with `sendfile(2)`, waiting while the client
     /// does not read.
     pub fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64, stop: &AtomicBool) -> io::Result<()> {
@@ -240,6 +254,35 @@ mod tests {
         s.write_all(&data, &stop).expect("write_all");
         drop(s);
         assert_eq!(reader.join().expect("join"), 4 << 20);
+    }
+
+    #[test]
+    fn send_file_some_takes_what_the_socket_takes_and_sees_a_short_file() {
+        let (mut s, mut peer) = pair();
+        let path = std::env::temp_dir().join(format!("swordfish-send-file-some-{}", std::process::id()));
+        let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).expect("write");
+        let file = std::fs::File::open(&path).expect("open");
+        let _ = std::fs::remove_file(&path);
+        let (mut offset, mut left) = (100u64, data.len() as u64 - 100);
+        let mut got = Vec::new();
+        let mut space = vec![0u8; 1 << 16];
+        while left > 0 {
+            let n = s.send_file_some(&file, offset, left).expect("send");
+            offset += n;
+            left -= n;
+            if n == 0 {
+                // The socket is full: the peer reads some, then more is taken.
+                let r = peer.read(&mut space).expect("read");
+                got.extend_from_slice(&space[..r]);
+            }
+        }
+        drop(s);
+        peer.read_to_end(&mut got).expect("read to end");
+        assert_eq!(got, &data[100..]);
+        let (mut s, _peer) = pair();
+        let short = s.send_file_some(&file, data.len() as u64, 10);
+        assert_eq!(short.map_err(|e| e.kind()), Err(io::ErrorKind::UnexpectedEof));
     }
 
     #[test]
