@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -59,3 +60,12 @@ def results_of(args, measure):
     if args.from_results:
         return load_results(args.from_results)
     return measure(args)
+
+
+def certificate(directory):
+    """A self-signed certificate for localhost and 127.0.0.1 in `directory`: (cert, key)."""
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    return cert, key

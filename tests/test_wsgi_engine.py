@@ -210,14 +210,16 @@ def test_a_client_that_resets_mid_answer_leaves_the_server_serving(loop, caplog)
     assert server_errors(caplog) == []
 
 
-def test_tls_is_served_on_the_loop(loop, caplog, tls_files):  # noqa: F811 (fixture)
+def test_tls_by_openssl_is_served_on_the_loop(loop, caplog, tls_files):  # noqa: F811 (fixture)
+    """The engine's TLS is rustls's (tests/test_wsgi_engine_tls.py); with OpenSSL's, the
+    loop serves."""
     import ssl
 
     cert, key = tls_files
     ctx = ssl.create_default_context(cafile=cert)
 
     async def main():
-        async with threaded(sized_app, ssl_certfile=cert, ssl_keyfile=key) as server:
+        async with threaded(sized_app, ssl_certfile=cert, ssl_keyfile=key, ssl_engine="openssl") as server:
             port = server.sockets[0].getsockname()[1]
             reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
             writer.write(b"GET /3 HTTP/1.1\r\n" + H + b"\r\n")

@@ -40,7 +40,7 @@ import loadgen  # noqa: E402  (the HTTP suite's wrk and http-vu runners)
 import page  # noqa: E402
 import peers  # noqa: E402  (the WSGI report's apps and rows)
 from proctree import thread_sum, tree  # noqa: E402
-from rounds import free_port, results_of, rotated, save_results  # noqa: E402
+from rounds import certificate, free_port, results_of, rotated, save_results  # noqa: E402
 from servers import APPS, REPO, ServerProcess, entry, label  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
@@ -60,6 +60,9 @@ WORKLOADS = {"hello": ("/", None), "get10k": ("/10k", None), "echo10k": ("/echo"
 # --static-path-dir, granian with --static-path-mount), and the others skip these two.
 STATIC_WORKLOADS = {"static10k": 10 * 1024, "static1m": 1024 * 1024}
 STATIC_FLAGS = {"swordfish": "--static-path-dir", "granian": "--static-path-mount"}
+# --tls: each server's options for its certificate and key, by the name's first word.
+TLS_FLAGS = {"swordfish": ("--ssl-certfile", "--ssl-keyfile"), "granian": ("--ssl-certificate", "--ssl-keyfile"),
+             "gunicorn": ("--certfile", "--keyfile"), "uvicorn": ("--ssl-certfile", "--ssl-keyfile")}
 CONNECTIONS = 256
 REPORT_USERS, REPORT_DB_MS = 400, 25
 
@@ -126,6 +129,8 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int)
     p.add_argument("--seconds", type=float)
     p.add_argument("--warmup", type=float)
+    p.add_argument("--tls", action="store_true", help="every server over TLS (a self-signed certificate), "
+                   "wrk over https")
     p.add_argument("--from-results", metavar="FILE", help="the tables of an earlier run")
     p.add_argument("--plot", metavar="DIR", help="also draw one chart per form, DIR/cores-FORM.png "
                    "(docs/benchmarks is where the docs take them from)")
@@ -142,6 +147,8 @@ def parse_args(argv):
     args.workloads = [w for w in workloads.split(",") if w]
     if any(w not in WORKLOADS and w != "report" for w in args.workloads):
         p.error(f"workloads: {args.workloads}")
+    if args.tls and "report" in args.workloads:
+        p.error("--tls: the report's workload is served over plain HTTP only")
     args.workers = [int(w) for w in args.workers.split(",")] if args.workers else None
     args.rounds = args.rounds or (3 if args.full else 1)
     args.seconds = args.seconds or (6 if args.full else 3)
@@ -235,6 +242,9 @@ def wrk_runs(args, rnd, form, workers, name, records):
     port = free_port()
     point = {"round": rnd, "form": form, "workers": workers, "server": name}
     base, extra, env = split_name(name)
+    if args.tls:
+        cert_flag, key_flag = TLS_FLAGS[base.split("-")[0]]
+        extra = extra + [f"{cert_flag}={args.tls[0]}", f"{key_flag}={args.tls[1]}"]
     if any(w in STATIC_WORKLOADS for w in names):
         flag = STATIC_FLAGS.get(base.split("-")[0])
         if flag is None:
@@ -243,7 +253,7 @@ def wrk_runs(args, rnd, form, workers, name, records):
             extra = extra + [f"{flag}={static_files()}"]
     try:
         server = ServerProcess(name, taskset(server_cpus) + entry(base).builder(app_of(base), port, workers) + extra,
-                               port, APPS, env)
+                               port, APPS, env, tls=bool(args.tls))
     except RuntimeError as exc:
         print(f"  {name} {form} w{workers}: {exc}", file=sys.stderr)
         records.extend({**point, "workload": w, "failed": str(exc)} for w in names)
@@ -251,7 +261,7 @@ def wrk_runs(args, rnd, form, workers, name, records):
     with server:
         for workload in names:
             path, post = WORKLOADS[workload]
-            url = f"http://127.0.0.1:{port}{path}"
+            url = f"{'https' if args.tls else 'http'}://127.0.0.1:{port}{path}"
             wpin = taskset(client_cpus)
 
             def load(seconds):
@@ -296,6 +306,8 @@ def measure(args):
     if "report" in args.workloads and subprocess.run([os.path.join(BENCH, "wsgi_report", "setup.sh")]).returncode:
         sys.exit("wsgi_report/setup.sh failed: http-vu is needed for the report workload")
     started, records = time.monotonic(), []
+    if args.tls:
+        args.tls = certificate(tempfile.mkdtemp(prefix="swordfish-cores-tls-"))
     for rnd in range(args.rounds):
         print(f"round {rnd + 1}/{args.rounds}", flush=True)
         for form in args.forms:
@@ -307,7 +319,7 @@ def measure(args):
     meta = {"python": sys.version.split()[0], "cpu": page.cpu_model(), "ncpu": len(cpus()),
             "commit": page.git_commit(REPO), "date": time.strftime("%Y-%m-%d %H:%M"),
             "servers": args.servers, "forms": args.forms, "rounds": args.rounds, "seconds": args.seconds,
-            "warmup": args.warmup, "elapsed_s": round(time.monotonic() - started)}
+            "warmup": args.warmup, "tls": bool(args.tls), "elapsed_s": round(time.monotonic() - started)}
     save_results(RESULTS, "cores", meta, records)
     return meta, records
 

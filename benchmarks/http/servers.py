@@ -11,6 +11,7 @@ import importlib.machinery
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -220,10 +221,11 @@ def tree_cpu_seconds(pid):
 
 class ServerProcess:
     """One running server process (group) started from `command` in `apps`, with `apps`
-    on its PYTHONPATH; ready once GET / answers 200. A context manager that stops it."""
+    on its PYTHONPATH; ready once GET / answers 200 (over TLS with `tls`, the certificate
+    not verified). A context manager that stops it."""
 
-    def __init__(self, name, command, port, apps=APPS, env=None):
-        self.name, self.port = name, port
+    def __init__(self, name, command, port, apps=APPS, env=None, tls=False):
+        self.name, self.port, self.tls = name, port, tls
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             command, cwd=apps, env=child_env(env, apps), stdin=subprocess.DEVNULL,
@@ -240,7 +242,11 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.output()}")
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                if self.tls:
+                    conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=2,
+                                                       context=ssl._create_unverified_context())
+                else:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
                 conn.request("GET", "/")
                 if conn.getresponse().status == 200:
                     conn.close()

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
 from proctree import tree_rss_bytes  # noqa: E402
-from rounds import free_port, pin, results_of, rotated, save_results  # noqa: E402
+from rounds import certificate, free_port, pin, results_of, rotated, save_results  # noqa: E402
 from servers import NATIVE_DIR, child_env  # noqa: E402
 
 APPS = os.path.join(BENCH, "rsgi", "apps")
@@ -119,14 +119,6 @@ def parse_args(argv):
     if args.idle_connections is None:
         args.idle_connections = 10000 if args.full else 0
     return args
-
-
-def certificate(directory):
-    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", cert],
-                   check=True, capture_output=True)
-    return cert, key
 
 
 class Server:

@@ -262,11 +262,14 @@ class Server:
                     for sock in self.sockets:
                         with socket.fromfd(sock.fileno(), sock.family, sock.type) as dup:
                             dup.listen(config.backlog)
-                    handoff = self._handoff(loop, state) if config.serves_http2() else None
+                    sslcontext = config.ssl_context(config.serves_http2())
+                    handoff = self._handoff(loop, state, sslcontext) if config.serves_http2() else None
                     self._engine = _native.WsgiEngine(app, state, self.sockets,
                                                       environ=environ_template(config, self.multiprocess),
                                                       threads=config.threads, logger=logger, board=self.board,
-                                                      handoff=handoff)
+                                                      handoff=handoff, tls=self._engine_tls())
+                    if self._engine_tls() is not None:
+                        self.tls_engine = "rustls"  # the engine's, whatever the loop's would be
             except OSError as exc:
                 logger.error("%s", exc)
                 self.exit_code = 1
@@ -310,15 +313,26 @@ class Server:
         config = self.config
         if config.wsgi_engine == "loop":
             return False
-        if config.ssl_certfile is not None or config.http == "2":
+        if config.http == "2" or (config.ssl_certfile is not None and self._engine_tls() is None):
             if config.wsgi_engine == "threads":
-                logger.info("the WSGI thread engine serves neither TLS nor HTTP/2 alone: the loop serves instead")
+                logger.info("the WSGI thread engine serves neither HTTP/2 alone nor TLS by OpenSSL: the loop serves "
+                            "instead")
             return False
         if config.wsgi_engine == "auto":
             if config.worker_cpu_affinity == "auto" and self.supervised:
                 unpin_to_parent()
             return allowed_cpus() > 1
         return True
+
+    def _engine_tls(self):
+        """The rustls configuration the thread engine serves TLS with (None: no TLS, or
+        TLS by OpenSSL, which the loop serves; a context that fails to load fails later,
+        where the listeners are made)."""
+        try:
+            context = self.config.ssl_context(self.config.serves_http2())
+        except OSError:
+            return None
+        return getattr(context, "rustls", None)
 
     def interface_of(self, app):
         """'asgi', 'wsgi' or 'rsgi': the configured interface, or the app's."""
@@ -523,16 +537,21 @@ class Server:
         self._stop_wsgi_threads(engine.stop)
         await self._close_servers()
 
-    @staticmethod
-    def _handoff(loop, state):
+    def _handoff(self, loop, state, sslcontext):
         """The WSGI thread engine's `handoff(fd, data)`: a connection that opened with
         HTTP/2's preface, or asked for `Upgrade: h2c`, is served on the loop, which serves
         HTTP/2 (the engine serves HTTP/1.1), by a protocol that reads what the engine read
-        first. Called on an engine thread; the connection is made on the loop's."""
+        first. Over TLS, one whose ClientHello offers `h2`, before anything of it is read:
+        the loop's TLS takes it from the start. Called on an engine thread; the connection
+        is made on the loop's."""
+        tls = {} if sslcontext is None else {"ssl": sslcontext,
+                                             "ssl_handshake_timeout": self.config.timeout_header_read}
+
         def adopt(fd, data):
             sock = socket.socket(fileno=fd)
             try:
-                task = loop.create_task(loop.connect_accepted_socket(lambda: _native.HttpProtocol(state, data), sock))
+                task = loop.create_task(loop.connect_accepted_socket(lambda: _native.HttpProtocol(state, data), sock,
+                                                                     **tls))
             except BaseException:
                 sock.close()
                 raise

@@ -15,7 +15,7 @@ use crate::transport::stream::Held;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::{intern, PyTraverseError, PyVisit};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::Arc;
 
 /// The most one `SSLObject.read` returns.
@@ -118,11 +118,8 @@ impl Engine {
     }
 
     pub fn rustls(config: Arc<rustls::ServerConfig>) -> PyResult<Engine> {
-        let mut conn = rustls::ServerConnection::new(config)
+        let conn = super::records::server(config)
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("TLS server configuration: {e}")))?;
-        // What waits to be sent is bounded by the transport's flow control, as with a
-        // memory BIO, not by a limit of rustls's that would cut writes short.
-        conn.set_buffer_limit(None);
         Ok(Engine::Rustls(Box::new(GilCell::new(Rustls {
             conn,
             plain: Vec::new(),
@@ -421,33 +418,13 @@ impl OpenSsl {
 
 impl Rustls {
     /// Decrypt what came; a failure is kept for the next step to report.
-    fn feed(&mut self, mut data: &[u8]) {
-        while !data.is_empty() && self.failure.is_none() {
-            match self.conn.read_tls(&mut data) {
-                Ok(0) => break, // after close_notify: nothing more is read
-                Ok(_) => {}
-                Err(e) => {
-                    self.failure = Some(rustls::Error::General(e.to_string()));
-                    break;
-                }
-            }
-            match self.conn.process_new_packets() {
-                Ok(state) => {
-                    let ready = state.plaintext_bytes_to_read();
-                    if state.peer_has_closed() {
-                        self.peer_closed = true;
-                    }
-                    if ready > 0 {
-                        let at = self.plain.len();
-                        self.plain.resize(at + ready, 0);
-                        if let Err(e) = self.conn.reader().read_exact(&mut self.plain[at..]) {
-                            self.plain.truncate(at);
-                            self.failure = Some(rustls::Error::General(e.to_string()));
-                        }
-                    }
-                }
-                Err(e) => self.failure = Some(e),
-            }
+    fn feed(&mut self, data: &[u8]) {
+        if self.failure.is_some() {
+            return;
+        }
+        match super::records::open(&mut self.conn, data, &mut self.plain) {
+            Ok(closed) => self.peer_closed |= closed,
+            Err(e) => self.failure = Some(e),
         }
     }
 

@@ -13,6 +13,7 @@
 mod api;
 mod engine;
 mod output;
+pub mod records;
 mod server_config;
 mod session;
 

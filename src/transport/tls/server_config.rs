@@ -14,6 +14,13 @@ pub struct RustlsServerConfig {
     pub(super) config: Arc<rustls::ServerConfig>,
 }
 
+impl RustlsServerConfig {
+    /// The configuration, shared.
+    pub fn config(&self) -> Arc<rustls::ServerConfig> {
+        self.config.clone()
+    }
+}
+
 /// A PEM file that cannot be used, as `SSLContext.load_cert_chain` reports one: a missing
 /// file as its `OSError`, bad content as an `ssl.SSLError`.
 fn pem_error(py: Python<'_>, path: &Path, what: &str, err: rustls::pki_types::pem::Error) -> PyErr {

@@ -6,6 +6,7 @@
 
 use super::slot::{Act, Conn, Slot};
 use super::socket::Filled;
+use super::tls::{self, Hello};
 use super::Engine;
 use crate::http::conn::Phase;
 use crate::http::parse::{ChunkedDecoder, Framing, Head};
@@ -63,8 +64,14 @@ impl Engine {
     pub fn pump(&self, slot: &Slot, c: &mut Conn) -> Pumped {
         let st = self.settings();
         let mut acts = Vec::new();
-        let http2 = self.handoff.is_some();
+        // h2c is cleartext's: over TLS, HTTP/2 is chosen by ALPN (`hello`).
+        let http2 = self.handoff.is_some() && c.objects.tls.is_none();
         loop {
+            if c.objects.hello {
+                if let Some(pumped) = self.hello(c) {
+                    return pumped;
+                }
+            }
             // Before the first request: HTTP/2's preface, or the start of it.
             let mut preface = false;
             if http2 && c.gen == 0 && c.objects.head.is_none() {
@@ -131,7 +138,7 @@ impl Engine {
                 // Read to its end already: an event says when more comes.
                 return Pumped::Idle;
             }
-            match c.objects.stream.fill(&mut c.rbuf) {
+            match c.objects.fill(&mut c.rbuf) {
                 Filled::Data { n, drained } => {
                     c.objects.drained = drained;
                     if let Some(m) = st.metrics() {
@@ -147,6 +154,37 @@ impl Engine {
                     return Pumped::Idle;
                 }
             }
+        }
+    }
+
+    /// Under TLS, where HTTP/2 is served: the ClientHello, peeked at. One that offers `h2`
+    /// moves the connection to the loop before anything is read; any other is served here.
+    /// None once it is known to stay.
+    fn hello(&self, c: &mut Conn) -> Option<Pumped> {
+        // A ClientHello is one handshake message, at most one record of 16 KiB here.
+        let mut peeked = vec![0u8; 5 + (16 << 10)];
+        match c.objects.stream.peek(&mut peeked) {
+            Ok(Some(0)) | Err(_) => {
+                c.phase = Phase::Lost;
+                Some(Pumped::Idle)
+            }
+            Ok(None) => {
+                c.objects.drained = true;
+                Some(Pumped::Idle)
+            }
+            Ok(Some(n)) => match tls::hello(&peeked[..n]) {
+                Hello::Partial if n < peeked.len() => {
+                    // The rest comes with the next event (the poller's are edge-triggered:
+                    // new bytes are one even while these wait unread).
+                    c.objects.drained = true;
+                    Some(Pumped::Idle)
+                }
+                Hello::H2 => Some(Pumped::HandOff),
+                Hello::Partial | Hello::Other => {
+                    c.objects.hello = false;
+                    None
+                }
+            },
         }
     }
 
@@ -167,7 +205,7 @@ impl Engine {
             }
             Python::attach(|py| {
                 let (client, server) = c.objects.address_objects(py);
-                let request = WsgiRequest::from_head(&c.rbuf, head, client, server, false).ok()?;
+                let request = WsgiRequest::from_head(&c.rbuf, head, client, server, c.https).ok()?;
                 Py::new(py, request).ok().map(Py::into_any)
             })
         };
@@ -233,34 +271,7 @@ impl Engine {
 
     /// Write what the socket takes of the output; false if the client is gone.
     pub fn flush(&self, c: &mut Conn) -> bool {
-        let link = &mut c.objects;
-        while link.out_pos < link.out.len() {
-            match link.stream.write_some(&link.out[link.out_pos..]) {
-                Ok(0) => return true,
-                Ok(n) => link.out_pos += n,
-                Err(_) => return false,
-            }
-        }
-        link.out.clear();
-        link.out_pos = 0;
-        // A large answer's room is not kept for the connection's life.
-        if link.out.capacity() > READ_HIGH_WATER {
-            link.out = Vec::new();
-        }
-        if let Some((file, offset, len, None)) = &mut link.file {
-            while *len > 0 {
-                match link.stream.send_file_some(file, *offset, *len) {
-                    Ok(0) => return true,
-                    Ok(n) => {
-                        *offset += n;
-                        *len -= n;
-                    }
-                    Err(_) => return false,
-                }
-            }
-            link.file = None;
-        }
-        true
+        c.objects.flush()
     }
 
     /// Watch the socket for writing while output waits (and not after).
@@ -277,6 +288,7 @@ impl Engine {
     /// Close the connection: out of the poller and the engine's table.
     pub fn close(&self, slot: &Slot, c: &mut Conn) {
         if self.leave(slot, c) {
+            c.objects.close_tls();
             c.objects.stream.shutdown();
         }
     }

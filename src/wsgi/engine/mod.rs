@@ -8,9 +8,9 @@
 //! thread (`sink`). `--threads` is the pool's size, so it still bounds the app calls at
 //! once. docs/design.md, "A request path without hand-offs", has the measurements.
 //!
-//! It serves plain TCP and Unix sockets, PROXY headers and static files, through the same
-//! connection core as the loop; TLS stays on the loop's path (the server picks it), as does
-//! HTTP/2: a connection that opens with its preface is moved to the loop (`handoff`).
+//! It serves TCP and Unix sockets, TLS by rustls (`tls`), PROXY headers and static files,
+//! through the same connection core as the loop. HTTP/2 is the loop's: a connection that
+//! opens with its preface, or offers `h2` by ALPN, is moved there (`handoff`).
 
 mod gate;
 mod io;
@@ -21,6 +21,8 @@ mod sink;
 mod slot;
 mod socket;
 mod timers;
+mod tls;
+mod wire;
 
 use super::pool::AppContext;
 use crate::http::config::HttpServerState;
@@ -102,6 +104,8 @@ pub struct Engine {
     /// Where a connection that opens with HTTP/2's preface goes (`handoff(fd, data)`: the
     /// loop serves HTTP/2); None where HTTP/2 is not served.
     handoff: Option<Py<PyAny>>,
+    /// The listeners' TLS (rustls), if they serve it.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Engine {
@@ -187,11 +191,12 @@ impl Engine {
 }
 
 /// `WsgiEngine(app, state, listeners, *, environ, threads, logger, board=None,
-/// handoff=None)`: serves `app` on the listening sockets given (Python socket objects; the
+/// handoff=None, tls=None)`: serves `app` on the listening sockets given (Python socket objects; the
 /// engine takes duplicates of their descriptors) with `threads` threads, under the settings
 /// of `state`; `board`: (descriptor, slot) of the supervisor's connection board, for a
 /// worker; `handoff(fd, data)`: takes a connection that opened with HTTP/2's preface (its
-/// descriptor and what it sent) to the loop, where HTTP/2 is served.
+/// descriptor and what it sent), or offered `h2` by ALPN, to the loop, where HTTP/2 is
+/// served; `tls`: the listeners' `RustlsServerConfig`, if they serve TLS.
 #[pyclass(module = "swordfish._native", frozen)]
 pub struct WsgiEngine {
     engine: Arc<Engine>,
@@ -222,7 +227,7 @@ fn listener(sock: &Bound<'_, PyAny>) -> PyResult<Listener> {
 #[pymethods]
 impl WsgiEngine {
     #[new]
-    #[pyo3(signature = (app, state, listeners, *, environ, threads, logger, board=None, handoff=None))]
+    #[pyo3(signature = (app, state, listeners, *, environ, threads, logger, board=None, handoff=None, tls=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         app: Py<PyAny>,
@@ -233,6 +238,7 @@ impl WsgiEngine {
         logger: Py<PyAny>,
         board: Option<(RawFd, usize)>,
         handoff: Option<Py<PyAny>>,
+        tls: Option<Bound<'_, crate::transport::tls::RustlsServerConfig>>,
     ) -> PyResult<Self> {
         let poll = mio::Poll::new().map_err(os_error)?;
         let registry = poll.registry().try_clone().map_err(os_error)?;
@@ -271,6 +277,7 @@ impl WsgiEngine {
             switch_interval: Duration::try_from_secs_f64(interval).unwrap_or(Duration::from_millis(5)),
             open: AtomicUsize::new(0),
             handoff,
+            tls: tls.map(|t| t.get().config()),
         });
         engine.lead.watch(engine.switch_interval);
         let mut handles = Vec::with_capacity(threads);

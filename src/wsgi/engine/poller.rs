@@ -5,6 +5,7 @@
 
 use super::slot::{Conn, Link, Slot};
 use super::socket::{no_delay, Addr, Stream};
+use super::tls::Tls;
 use super::{Engine, Listener, FIRST_REQUEST_GRACE};
 use crate::clock::coarse_resolution;
 use crate::http::conn::TimerKind;
@@ -167,7 +168,12 @@ impl Engine {
     /// at once (its request may be there already).
     fn open(&self, stream: Stream) -> Option<Arc<Slot>> {
         let st = self.settings();
-        let link = Link::new(stream);
+        let mut link = Link::new(stream);
+        if let Some(config) = &self.tls {
+            link.tls = Some(Box::new(Tls::new(config.clone())?));
+            // Where HTTP/2 is served, an `h2` offer moves the connection to the loop.
+            link.hello = self.handoff.is_some();
+        }
         let proxy_preface = match &self.state.get().proxy_protocol {
             // --proxy-protocol: only a trusted peer's header is believed; anyone else could
             // claim any address, so their connections are closed unanswered (the stream
@@ -194,6 +200,7 @@ impl Engine {
             let mut c = Conn::new(link);
             c.number = st.connections_made.fetch_add(1, Ordering::Relaxed);
             c.proxy_preface = proxy_preface;
+            c.https = self.tls.is_some();
             Arc::new(Slot::new(token, c))
         });
         if let Some(m) = st.metrics() {

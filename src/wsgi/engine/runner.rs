@@ -192,7 +192,7 @@ impl Engine {
             let Some(head) = c.objects.head.take() else { return };
             let head_method = c.is_head_method(&head);
             let (client, server) = c.objects.address_objects(py);
-            let request = WsgiRequest::from_head(&c.rbuf, &head, client, server, false)
+            let request = WsgiRequest::from_head(&c.rbuf, &head, client, server, c.https)
                 .and_then(|r| Py::new(py, r).map_err(|_| Reject::BadRequest("request")));
             let exchange = match request {
                 Err(why) => {

@@ -56,19 +56,7 @@ impl Direct {
     fn write_now(&self, py: Python<'_>, c: &mut Conn) -> bool {
         let stop = &self.engine.stop;
         let link = &mut c.objects;
-        let written = py.detach(|| {
-            let pending = link.out.get(link.out_pos..).unwrap_or_default();
-            link.stream.write_all(pending, stop)?;
-            link.out.clear();
-            link.out_pos = 0;
-            if link.out.capacity() > crate::http::reading::READ_HIGH_WATER {
-                link.out = Vec::new();
-            }
-            match link.file.take() {
-                Some((file, offset, len, gen)) => Ok(Some((link.stream.send_file(&file, offset, len, stop), gen))),
-                None => Ok::<_, std::io::Error>(None),
-            }
-        });
+        let written = py.detach(|| link.write_all(stop));
         let st = self.engine.settings();
         let mut acts = Vec::new();
         let ok = match written {
@@ -189,7 +177,7 @@ impl Direct {
             let conn: &mut Conn = &mut c;
             let (link, rbuf) = (&mut conn.objects, &mut conn.rbuf);
             let (filled, n) = py.detach(|| loop {
-                match link.stream.fill(rbuf) {
+                match link.fill(rbuf) {
                     Filled::Data { n, drained } => {
                         link.drained = drained;
                         return (true, n);

@@ -5,6 +5,7 @@
 //! lost, and no two threads ever drive one connection.
 
 use super::socket::{Addr, Stream};
+use super::tls::Tls;
 use crate::http::conn::{self, World};
 use crate::http::parse::Head;
 use crate::sync::lock_unpoisoned;
@@ -38,6 +39,10 @@ pub type LogLine = (Option<Py<PyAny>>, u16, u64, f64, bool);
 /// What the engine keeps per connection besides the core's state.
 pub struct Link {
     pub stream: Stream,
+    /// TLS, on a connection of a TLS listener (see `tls`).
+    pub tls: Option<Box<Tls>>,
+    /// The ClientHello is still to be looked at, for an `h2` offer (`tls::hello`).
+    pub hello: bool,
     pub client: Option<Addr>,
     pub server: Option<Addr>,
     /// `client` and `server` as the environ has them, made with the GIL for the
@@ -92,6 +97,8 @@ impl Link {
         let (client, server) = stream.addresses();
         Link {
             stream,
+            tls: None,
+            hello: false,
             client,
             server,
             addr_objects: None,
@@ -118,7 +125,8 @@ impl Link {
     /// Bytes of the response not written yet, a file's included.
     pub fn unwritten(&self) -> usize {
         let file = self.file.as_ref().map_or(0, |f| usize::try_from(f.2).unwrap_or(usize::MAX));
-        (self.out.len() - self.out_pos).saturating_add(file)
+        let sealed = self.tls.as_ref().map_or(0, |t| t.unsent().len());
+        (self.out.len() - self.out_pos).saturating_add(file).saturating_add(sealed)
     }
 }
 

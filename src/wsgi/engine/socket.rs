@@ -117,6 +117,22 @@ impl Stream {
     /// zeroed: only what the kernel wrote is used), so that a connection's buffer holds
     /// what came, not a whole read's room: idle connections cost little memory.
     pub fn fill(&mut self, rbuf: &mut Vec<u8>) -> Filled {
+        self.read_with(|got| rbuf.extend_from_slice(got))
+    }
+
+    /// Look at what the socket holds without taking it, up to `buf.len()` bytes: how many
+    /// (0: the client closed), or None when there is nothing yet.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        let at = buf.as_mut_ptr().cast::<libc::c_void>();
+        match syscall!(recv(self.fd(), at, buf.len(), libc::MSG_PEEK)) {
+            Ok(n) => Ok(Some(n as usize)),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Read once, giving what came to `take` (see `fill`).
+    pub fn read_with(&mut self, take: impl FnOnce(&[u8])) -> Filled {
         SCRATCH.with_borrow_mut(|scratch| {
             scratch.reserve(READ_CHUNK);
             let spare = scratch.spare_capacity_mut();
@@ -128,7 +144,7 @@ impl Stream {
                     // SAFETY: read(2) initialised the first `n` bytes of the spare capacity,
                     // and they are read only through this slice, before the next read.
                     let got = unsafe { std::slice::from_raw_parts(spare.as_ptr().cast::<u8>(), n) };
-                    rbuf.extend_from_slice(got);
+                    take(got);
                     // A stream socket that gave less than was asked for had no more.
                     Filled::Data { n, drained: n < want }
                 }
@@ -156,18 +172,6 @@ impl Stream {
                 Err(_) => return false,
             }
         }
-    }
-
-    /// Write all of `data`, waiting while the client does not read.
-    pub fn write_all(&mut self, mut data: &[u8], stop: &AtomicBool) -> io::Result<()> {
-        while !data.is_empty() {
-            let n = self.write_some(data)?;
-            data = &data[n..];
-            if !data.is_empty() && n == 0 && !self.wait(libc::POLLOUT, stop) {
-                return Err(io::Error::from(io::ErrorKind::BrokenPipe));
-            }
-        }
-        Ok(())
     }
 
     /// Send what the socket takes now of `len` bytes of `file` from `offset`, with
@@ -242,21 +246,6 @@ mod tests {
     }
 
     #[test]
-    fn write_all_waits_for_a_slow_reader() {
-        let (mut s, mut peer) = pair();
-        let stop = AtomicBool::new(false);
-        let data = vec![7u8; 4 << 20];
-        let reader = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            peer.read_to_end(&mut got).expect("read");
-            got.len()
-        });
-        s.write_all(&data, &stop).expect("write_all");
-        drop(s);
-        assert_eq!(reader.join().expect("join"), 4 << 20);
-    }
-
-    #[test]
     fn send_file_some_takes_what_the_socket_takes_and_sees_a_short_file() {
         let (mut s, mut peer) = pair();
         let path = std::env::temp_dir().join(format!("swordfish-send-file-some-{}", std::process::id()));
@@ -283,13 +272,5 @@ mod tests {
         let (mut s, _peer) = pair();
         let short = s.send_file_some(&file, data.len() as u64, 10);
         assert_eq!(short.map_err(|e| e.kind()), Err(io::ErrorKind::UnexpectedEof));
-    }
-
-    #[test]
-    fn a_stop_ends_a_wait() {
-        let (mut s, _peer) = pair();
-        let stop = AtomicBool::new(true);
-        let data = vec![7u8; 16 << 20];
-        assert!(s.write_all(&data, &stop).is_err());
     }
 }
