@@ -264,11 +264,12 @@ class Server:
                             dup.listen(config.backlog)
                     sslcontext = config.ssl_context(config.serves_http2())
                     handoff = self._handoff(loop, state, sslcontext) if config.serves_http2() else None
+                    tls = getattr(sslcontext, "rustls", None)
                     self._engine = _native.WsgiEngine(app, state, self.sockets,
                                                       environ=environ_template(config, self.multiprocess),
                                                       threads=config.threads, logger=logger, board=self.board,
-                                                      handoff=handoff, tls=self._engine_tls())
-                    if self._engine_tls() is not None:
+                                                      handoff=handoff, tls=tls)
+                    if tls is not None:
                         self.tls_engine = "rustls"  # the engine's, whatever the loop's would be
             except OSError as exc:
                 logger.error("%s", exc)

@@ -192,8 +192,8 @@ SETTINGS = [
       "on the event loop, with the app on threads (loop); or threads where a worker may run on more than one "
       "CPU and the loop where it is confined to one (auto)", choices=("auto", "threads", "loop"),
       doc="`threads` serves TCP and Unix sockets, TLS by rustls, PROXY headers and static files; with TLS by "
-          "OpenSSL or `--http 2` the loop serves. `--threads` is the size of its pool, and still the most app calls at once. On one "
-          "CPU the loop answers as many requests and sooner (p99 3.5 ms against 6-14 ms), as no other CPU "
+          "OpenSSL or `--http 2` the loop serves. `--threads` is the size of its pool, and still the most "
+          "app calls at once. On one CPU the loop answers as many requests and sooner (p99 3.5 ms against 6-14 ms), as no other CPU "
           "can do the I/O beside the app; a worker that `--worker-cpu-affinity auto` confined to a CPU "
           "takes back the supervisor's CPUs when its app is WSGI on threads"),
     S("env_file", str, None, "load the app's environment variables from this dotenv file (KEY=VALUE lines)",

@@ -15,7 +15,7 @@ pub fn server(config: Arc<rustls::ServerConfig>) -> Result<rustls::ServerConnect
     Ok(conn)
 }
 
-/// Take `data` (records from the client) and append what it decrypts to to `plain`:
+/// Take `data` (records from the client) and append what it decrypts to `plain`:
 /// whether the client has closed (close_notify), or the failure (a bad record, a refused
 /// handshake: its alert is then waiting to be sent).
 pub fn open(conn: &mut rustls::ServerConnection, mut data: &[u8], plain: &mut Vec<u8>) -> Result<bool, rustls::Error> {

@@ -81,8 +81,7 @@ impl Engine {
                     crate::http2::Preface::No => {}
                 }
             }
-            let full = c.objects.file.is_some() || c.objects.unwritten() >= READ_HIGH_WATER;
-            if !preface && c.objects.head.is_none() && !full {
+            if !preface && c.objects.head.is_none() && !c.objects.full() {
                 // A PROXY header is kept as it came, for a hand-off (once per connection).
                 let opening = c.proxy_preface.then(|| c.rbuf.clone());
                 let next = c.next(st, &mut acts);
@@ -129,9 +128,8 @@ impl Engine {
                 if prefetched(&c.rbuf, head, st) {
                     return Pumped::Ready;
                 }
-            } else if c.objects.file.is_some() || c.objects.unwritten() >= READ_HIGH_WATER {
-                // Pipelined requests wait while the client does not read the answers (and
-                // behind a file: what is answered next goes after it).
+            } else if c.objects.full() {
+                // Pipelined requests wait while the client does not read the answers.
                 return Pumped::Full;
             }
             if c.objects.drained {
@@ -269,11 +267,6 @@ impl Engine {
         }
     }
 
-    /// Write what the socket takes of the output; false if the client is gone.
-    pub fn flush(&self, c: &mut Conn) -> bool {
-        c.objects.flush()
-    }
-
     /// Watch the socket for writing while output waits (and not after).
     fn watch_writes(&self, slot: &Slot, c: &mut Conn) {
         let wanted = c.objects.unwritten() > 0;
@@ -360,7 +353,7 @@ impl Engine {
             if std::mem::take(&mut event) {
                 c.objects.drained = false;
             }
-            let ready = if self.flush(&mut c) { self.pump(&slot, &mut c) } else { lost(&mut c) };
+            let ready = if c.objects.flush() { self.pump(&slot, &mut c) } else { lost(&mut c) };
             if let Pumped::HandOff = ready {
                 let moved = self.hand_off(&slot, &mut c);
                 drop(c);
@@ -370,7 +363,7 @@ impl Engine {
                 return None;
             }
             // What the reading staged (a refusal) goes out now.
-            if !self.flush(&mut c) {
+            if !c.objects.flush() {
                 lost(&mut c);
             }
             let logs = std::mem::take(&mut c.objects.logs);
@@ -380,14 +373,12 @@ impl Engine {
                 self.log(logs);
                 return None;
             }
-            if let Pumped::Full = ready {
-                if c.objects.file.is_none() && c.objects.unwritten() < READ_HIGH_WATER {
-                    // The socket took the answers (static files answered in the pump): on
-                    // to the requests after them.
-                    drop(c);
-                    self.log(logs);
-                    continue;
-                }
+            if matches!(ready, Pumped::Full) && !c.objects.full() {
+                // The socket took the answers (static files answered in the pump): on to
+                // the requests after them.
+                drop(c);
+                self.log(logs);
+                continue;
             }
             self.watch_writes(&slot, &mut c);
             if c.rbuf.is_empty() && c.rbuf.capacity() > READ_HIGH_WATER {

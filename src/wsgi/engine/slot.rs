@@ -122,6 +122,13 @@ impl Link {
         self.addr_objects = None;
     }
 
+    /// The requests after the answers waiting here wait too: a file is queued (what is
+    /// answered next goes after it), or the output is at its high-water mark (the client
+    /// does not read).
+    pub fn full(&self) -> bool {
+        self.file.is_some() || self.unwritten() >= crate::http::reading::READ_HIGH_WATER
+    }
+
     /// Bytes of the response not written yet, a file's included.
     pub fn unwritten(&self) -> usize {
         let file = self.file.as_ref().map_or(0, |f| usize::try_from(f.2).unwrap_or(usize::MAX));

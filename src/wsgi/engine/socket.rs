@@ -190,22 +190,24 @@ impl Stream {
 
     /// Send `len` bytes of `file` from `offset` with `sendfile(2)`, waiting while the client
     /// does not read.
-    pub fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64, stop: &AtomicBool) -> io::Result<()> {
-        let mut off = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let mut left = len;
+    pub fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        mut offset: u64,
+        mut left: u64,
+        stop: &AtomicBool,
+    ) -> io::Result<()> {
         while left > 0 {
-            let count = usize::try_from(left).unwrap_or(usize::MAX).min(1 << 30);
-            match syscall!(sendfile(self.fd(), file.as_raw_fd(), &mut off, count)) {
-                // The file is shorter than it was said to be.
-                Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
-                Ok(n) => left -= n as u64,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            match self.send_file_some(file, offset, left)? {
+                0 => {
                     if !self.wait(libc::POLLOUT, stop) {
                         return Err(io::Error::from(io::ErrorKind::BrokenPipe));
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                n => {
+                    offset += n;
+                    left -= n;
+                }
             }
         }
         Ok(())
