@@ -2,7 +2,8 @@
 the stdlib's `ssl` and curl as clients: HTTP/1.1 served by the engine's threads with
 `wsgi.url_scheme` https, request bodies and large answers through the records both ways, a
 client that reads late, `wsgi.file_wrapper` and static files (sealed from the file, as
-`sendfile` cannot encrypt), close_notify before the close, a ClientHello in pieces, a
+`sendfile` cannot encrypt), close_notify before the close, a burst of handshakes (taken
+through off the lead) beside a served connection, a ClientHello in pieces, a
 client that offers `h2` moved to the loop before anything of it is read (and one that
 offers only HTTP/1.1 kept), a plain HTTP request on the TLS port refused, and OpenSSL's
 TLS (`--ssl-engine openssl`) left to the loop."""
@@ -52,7 +53,7 @@ def engine_app(environ, start_response):
     return [body]
 
 
-def served(tls_files, tmp_path=None, **options):  # noqa: F811 (fixture)
+def served(tls_files, tmp_path=None, threads=4, **options):  # noqa: F811 (fixture)
     cert, key = tls_files
     app = engine_app
     if tmp_path is not None:
@@ -62,12 +63,22 @@ def served(tls_files, tmp_path=None, **options):  # noqa: F811 (fixture)
             environ["swordfish.test.file"] = path
             return engine_app(environ, start_response)
 
-    return wsgi_serving(app, threads=4, wsgi_engine="threads", ssl_certfile=cert, ssl_keyfile=key, **options)
+    return wsgi_serving(app, threads=threads, wsgi_engine="threads", ssl_certfile=cert, ssl_keyfile=key, **options)
 
 
 async def tls_connect(server, cert, alpn=("http/1.1",)):
     return await asyncio.open_connection("127.0.0.1", port_of(server), ssl=tls_client_context(cert, alpn),
                                          server_hostname="localhost")
+
+
+def client_hello(cert):
+    """A ClientHello of the stdlib's TLS, as a client would send it first."""
+    ctx = tls_client_context(cert, ("http/1.1",))
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
 
 
 def get(path, *fields):
@@ -94,6 +105,51 @@ def test_http_1_1_is_served_by_the_engine(loop, tls_files, caplog):  # noqa: F81
     assert "WSGI served by the thread engine" in messages
     assert any("TLS by rustls" in m for m in messages), messages
     assert server_errors(caplog) == []
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_burst_of_handshakes_beside_served_connections(loop, tls_files, threads):  # noqa: F811
+    """Handshakes are taken through off the lead (the leader hands it on first): 48
+    clients opening at once, a client stalled halfway through its ClientHello and one that
+    leaves mid-handshake, while a connection opened before keeps being served; with one
+    thread (nobody to hand the lead to) as with two."""
+    cert, _ = tls_files
+
+    async def client(server):
+        reader, writer = await tls_connect(server, cert)
+        out = []
+        for _ in range(2):
+            writer.write(get("/who"))
+            out.append(await asyncio.wait_for(read_response(reader), WAIT))
+        writer.close()
+        return out
+
+    async def main():
+        async with served(tls_files, threads=threads) as server:
+            port = port_of(server)
+            reader, writer = await tls_connect(server, cert)
+            hello = await asyncio.to_thread(client_hello, cert)
+            stalled = socket.create_connection(("127.0.0.1", port))
+            stalled.sendall(hello[: len(hello) // 2])
+            gone = socket.create_connection(("127.0.0.1", port))
+            gone.sendall(hello)
+            gone.close()
+            burst = asyncio.gather(*(client(server) for _ in range(48)))
+            beside = []
+            while not burst.done():
+                writer.write(get("/who"))
+                beside.append(await asyncio.wait_for(read_response(reader), WAIT))
+                await asyncio.sleep(0)
+            answers = await burst
+            writer.write(get("/who"))
+            beside.append(await asyncio.wait_for(read_response(reader), WAIT))
+            writer.close()
+            stalled.close()
+            return answers, beside
+
+    answers, beside = run(loop, main())
+    for r in [r for out in answers for r in out] + beside:
+        assert r.status == 200 and r.body.decode().startswith("HTTP/1.1 https swordfish-wsgi-"), r
 
 
 def test_bodies_both_ways_and_a_client_that_reads_late(loop, tls_files):  # noqa: F811

@@ -1,7 +1,8 @@
 //! The leader's work: one thread at a time holds the poller (`lead` says which). It
 //! accepts, reads and parses (without the GIL), fires the connections' timers, and keeps
 //! polling while the requests it finds are being taken up; when one needs a thread to run
-//! it (see `runner`), it leaves the poller to a follower and runs it.
+//! it (see `runner`), it leaves the poller to a follower and runs it. TLS handshakes are
+//! taken through the same way, after the lead is left (`Found`).
 
 use super::slot::{Conn, Link, Slot};
 use super::socket::{no_delay, Addr, Stream};
@@ -28,6 +29,17 @@ pub const FIRST_CONNECTION: usize = 1 << 16;
 /// Events taken per poll.
 const EVENTS: usize = 256;
 
+/// What a poll found: requests ready to run, and TLS connections in their handshake. A
+/// handshake's first flight costs the server a signature (a millisecond or more with RSA),
+/// and a leader that signed for every connection a burst opened would keep the others'
+/// requests waiting behind them all: those connections stay owned, the leader hands the
+/// lead on (at once, to a follower) and takes them through their handshakes itself, as it
+/// would run requests.
+struct Found<'a> {
+    jobs: Vec<Arc<Slot>>,
+    handshakes: &'a mut Vec<Arc<Slot>>,
+}
+
 impl Engine {
     /// A thread's life: follow until it leads, lead until a request needs a runner, run,
     /// and follow again.
@@ -51,6 +63,9 @@ impl Engine {
     fn follow_and_lead(self: &Arc<Self>, class: &mut Class) {
         let mut events = Events::with_capacity(EVENTS);
         while !self.stop.load(Ordering::Relaxed) {
+            // TLS connections whose handshake goes on: taken through it after the lead is
+            // left (see `Found`).
+            let mut handshakes = Vec::new();
             {
                 let lead = self.lead.take();
                 let mut poll = lock_unpoisoned(&self.poll);
@@ -64,24 +79,32 @@ impl Engine {
                         return;
                     }
                     if let Some(eager) = self.queue(jobs) {
-                        break eager;
+                        break eager || !handshakes.is_empty();
                     }
-                    jobs = self.poll_once(&mut poll, &mut events);
+                    if !handshakes.is_empty() {
+                        break true;
+                    }
+                    let mut found = Found { jobs: Vec::new(), handshakes: &mut handshakes };
+                    self.poll_once(&mut poll, &mut events, &mut found);
+                    jobs = found.jobs;
                 };
                 drop(poll);
                 lead.leave(eager);
+            }
+            let ready: Vec<Arc<Slot>> = handshakes.into_iter().filter_map(|s| self.settle(s, true)).collect();
+            if !ready.is_empty() {
+                self.queue_taken(ready);
             }
             self.run_queue(class);
         }
     }
 
-    fn poll_once(&self, poll: &mut mio::Poll, events: &mut Events) -> Vec<Arc<Slot>> {
+    fn poll_once(&self, poll: &mut mio::Poll, events: &mut Events, found: &mut Found<'_>) {
         let timeout = self.timers().next();
         if poll.poll(events, timeout).is_err() {
             // Interrupted: the deadlines are looked at below all the same.
             events.clear();
         }
-        let mut jobs = Vec::new();
         for event in events.iter() {
             let token = event.token().0;
             if token == WAKER.0 {
@@ -89,16 +112,25 @@ impl Engine {
             }
             if token < FIRST_CONNECTION {
                 if let Some(i) = token.checked_sub(FIRST_LISTENER) {
-                    self.accept(i, &mut jobs);
+                    self.accept(i, found);
                 }
             } else if let Some(slot) = self.slot(token) {
                 if slot.own() {
-                    jobs.extend(self.settle(slot, true));
+                    self.settle_or_defer(slot, found);
                 }
             }
         }
-        self.fire_timers(&mut jobs);
-        jobs
+        self.fire_timers(&mut found.jobs);
+    }
+
+    /// An owned connection the socket reported on: settled now, or, in a TLS handshake,
+    /// kept owned for after the lead is left.
+    fn settle_or_defer(&self, slot: Arc<Slot>, found: &mut Found<'_>) {
+        if self.tls.is_some() && slot.lock().objects.tls.as_ref().is_some_and(|t| t.handshaking()) {
+            found.handshakes.push(slot);
+            return;
+        }
+        found.jobs.extend(self.settle(slot, true));
     }
 
     /// Whether the board lets this worker take a connection now; if not, the listeners
@@ -133,7 +165,7 @@ impl Engine {
     }
 
     /// Take every connection waiting on listener `i` (while the board allows).
-    fn accept(&self, i: usize, jobs: &mut Vec<Arc<Slot>>) {
+    fn accept(&self, i: usize, found: &mut Found<'_>) {
         loop {
             if !self.may_accept() {
                 return;
@@ -158,14 +190,14 @@ impl Engine {
                 Err(_) => continue,
             };
             no_delay(&stream);
-            if let Some(job) = self.open(stream) {
-                jobs.push(job);
+            if let Some(slot) = self.open(stream) {
+                self.settle_or_defer(slot, found);
             }
         }
     }
 
-    /// A new connection: into the table and the poller, its header timer armed, and read
-    /// at once (its request may be there already).
+    /// A new connection: into the table and the poller, its header timer armed; returned
+    /// owned, to be read at once (its request may be there already).
     fn open(&self, stream: Stream) -> Option<Arc<Slot>> {
         let st = self.settings();
         let mut link = Link::new(stream);
@@ -224,7 +256,7 @@ impl Engine {
             }
             self.stage(&slot, &mut c, &mut acts);
         }
-        self.settle(slot, true)
+        Some(slot)
     }
 
     /// The connections whose deadline has come: the core decides (close, or wait on).

@@ -56,6 +56,13 @@ impl Engine {
         Some(b.runners == 0 || self.in_app.load(Ordering::Relaxed) >= 2)
     }
 
+    /// Queue requests found by a thread that has left the lead (at the end of a TLS
+    /// handshake); it runs them, or waits for the GIL to, in `run_queue` next, unless
+    /// others already do.
+    pub fn queue_taken(&self, jobs: Vec<Arc<Slot>>) {
+        lock_unpoisoned(&self.baton).queue.extend(jobs);
+    }
+
     /// Queue a request found outside the poller (by a shutdown): the poller is woken to
     /// see that it has a runner.
     pub fn queue_job(&self, job: Arc<Slot>) {

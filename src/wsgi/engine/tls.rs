@@ -30,6 +30,12 @@ impl Tls {
         Some(Tls { conn, sealed: Vec::new(), at: 0, closed: false, failed: false })
     }
 
+    /// The handshake is not over (and has not failed): what the client sends next may cost
+    /// the server a signature.
+    pub fn handshaking(&self) -> bool {
+        !self.failed && self.conn.is_handshaking()
+    }
+
     /// Open `raw` (the client's records) into `plain`; the handshake's answers, or a
     /// failure's alert, wait to be written. False once the connection has failed.
     pub fn open(&mut self, raw: &[u8], plain: &mut Vec<u8>) -> bool {
