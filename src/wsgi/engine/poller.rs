@@ -35,9 +35,10 @@ const EVENTS: usize = 256;
 /// requests waiting behind them all: those connections stay owned, the leader hands the
 /// lead on (at once, to a follower) and takes them through their handshakes itself, as it
 /// would run requests.
-struct Found<'a> {
+#[derive(Default)]
+struct Found {
     jobs: Vec<Arc<Slot>>,
-    handshakes: &'a mut Vec<Arc<Slot>>,
+    handshakes: Vec<Arc<Slot>>,
 }
 
 impl Engine {
@@ -84,9 +85,8 @@ impl Engine {
                     if !handshakes.is_empty() {
                         break true;
                     }
-                    let mut found = Found { jobs: Vec::new(), handshakes: &mut handshakes };
-                    self.poll_once(&mut poll, &mut events, &mut found);
-                    jobs = found.jobs;
+                    // Handshakes come from this poll alone: the loop leaves before the next.
+                    Found { jobs, handshakes } = self.poll_once(&mut poll, &mut events);
                 };
                 drop(poll);
                 lead.leave(eager);
@@ -99,12 +99,13 @@ impl Engine {
         }
     }
 
-    fn poll_once(&self, poll: &mut mio::Poll, events: &mut Events, found: &mut Found<'_>) {
+    fn poll_once(&self, poll: &mut mio::Poll, events: &mut Events) -> Found {
         let timeout = self.timers().next();
         if poll.poll(events, timeout).is_err() {
             // Interrupted: the deadlines are looked at below all the same.
             events.clear();
         }
+        let mut found = Found::default();
         for event in events.iter() {
             let token = event.token().0;
             if token == WAKER.0 {
@@ -112,20 +113,21 @@ impl Engine {
             }
             if token < FIRST_CONNECTION {
                 if let Some(i) = token.checked_sub(FIRST_LISTENER) {
-                    self.accept(i, found);
+                    self.accept(i, &mut found);
                 }
             } else if let Some(slot) = self.slot(token) {
                 if slot.own() {
-                    self.settle_or_defer(slot, found);
+                    self.settle_or_defer(slot, &mut found);
                 }
             }
         }
         self.fire_timers(&mut found.jobs);
+        found
     }
 
     /// An owned connection the socket reported on: settled now, or, in a TLS handshake,
     /// kept owned for after the lead is left.
-    fn settle_or_defer(&self, slot: Arc<Slot>, found: &mut Found<'_>) {
+    fn settle_or_defer(&self, slot: Arc<Slot>, found: &mut Found) {
         if self.tls.is_some() && slot.lock().objects.tls.as_ref().is_some_and(|t| t.handshaking()) {
             found.handshakes.push(slot);
             return;
@@ -165,7 +167,7 @@ impl Engine {
     }
 
     /// Take every connection waiting on listener `i` (while the board allows).
-    fn accept(&self, i: usize, found: &mut Found<'_>) {
+    fn accept(&self, i: usize, found: &mut Found) {
         loop {
             if !self.may_accept() {
                 return;
