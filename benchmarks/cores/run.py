@@ -38,6 +38,7 @@ BENCH = os.path.dirname(HERE)
 sys.path[:0] = [BENCH, os.path.join(BENCH, "http"), os.path.join(BENCH, "wsgi_report")]
 import loadgen  # noqa: E402  (the HTTP suite's wrk and http-vu runners)
 import page  # noqa: E402
+from charts import grouped_bars  # noqa: E402
 import peers  # noqa: E402  (the WSGI report's apps and rows)
 from proctree import thread_sum, tree  # noqa: E402
 from rounds import certificate, free_port, results_of, rotated, save_results  # noqa: E402
@@ -382,9 +383,6 @@ def tables(meta, records):
 
 def plot(meta, records, directory):
     """One chart per form: req/s by workload and worker count, a bar per server."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     med = medians(records)
     paths = []
     for form in meta["forms"]:
@@ -393,21 +391,12 @@ def plot(meta, records, directory):
         if not groups:
             continue
         servers = [s for s in meta["servers"] if any(k[0] == form and k[3] == s for k in med)]
-        width = 0.8 / len(servers)
-        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups)) + 3, 4))
-        for i, s in enumerate(servers):
-            xs = [g + (i - (len(servers) - 1) / 2) * width for g in range(len(groups))]
-            ys = [med.get((form, n, w, s), {}).get("rps", 0) / 1000 for w, n in groups]
-            ax.bar(xs, ys, width, label=server_label(s))
-        ax.set_xticks(range(len(groups)), [f"{w}\n{n} worker{'s' if n > 1 else ''}" for w, n in groups])
-        ax.set_ylabel("thousand requests/s")
-        ax.set_title(f"{form}: {meta['ncpu']} CPUs, Python {meta['python']}, medians of {meta['rounds']}")
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        fig.tight_layout()
-        path = os.path.join(directory, f"cores-{form}.png")
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths.append(path)
+        series = [(server_label(s), [med.get((form, n, w, s), {}).get("rps", 0) / 1000 for w, n in groups])
+                  for s in servers]
+        paths.append(grouped_bars(
+            os.path.join(directory, f"cores-{form}.png"),
+            [f"{w}\n{n} worker{'s' if n > 1 else ''}" for w, n in groups], series,
+            f"{form}: {meta['ncpu']} CPUs, Python {meta['python']}, medians of {meta['rounds']}"))
     return paths
 
 

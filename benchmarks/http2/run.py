@@ -1,11 +1,13 @@
 """The HTTP/2 suite: swordfish's HTTP/2 against the peers' (granian `--http 2` with ASGI and
-RSGI on uvloop, hypercorn), native hyper's HTTP/2 on one thread, and swordfish's own
+RSGI on uvloop, hypercorn, uvicorn `--http zttp --http2`, gunicorn's asgi worker with
+`--http-protocols h1,h2`), native hyper's HTTP/2 on one thread, and swordfish's own
 HTTP/1.1 on the same workloads; h2load (Debian's nghttp2-client) as the client.
 
     run.py --quick            1 round, 3 s runs, c64 x m10, h2c
     run.py --full             2 rounds, 6 s runs, c64 x m10 and c1 x m100, h2c and TLS,
                               and the idle memory of 10,000 HTTP/2 connections
     run.py --from-results F   the tables of a stored run
+    run.py --idle-only        the idle memory measure alone
     --unpinned                server and h2load on every CPU (h2load with a thread per
                               CPU), as on a machine whose cores a worker shares
 
@@ -13,6 +15,9 @@ Workloads: hello (GET /, 13 bytes), get 10 KiB (GET /10k), echo 10 KiB (POST /ec
 body sent back). One worker pinned to CPU 0, h2load (one thread) pinned to CPU 1; servers
 in a rotated order each round; medians; results in results/http2-*.json. swordfish's
 HTTP/1.1 row is h2load `--h1` at the same connection count, one request at a time on each.
+The idle memory is measured on a fresh server process that has answered 100 requests, not
+on the one the throughput runs used: the connections would take memory those runs left
+free, which the process's RSS already counts.
 """
 import argparse
 import asyncio
@@ -28,6 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
+from charts import grouped_bars  # noqa: E402
 from proctree import tree_rss_bytes  # noqa: E402
 from rounds import certificate, free_port, pin, results_of, rotated, save_results  # noqa: E402
 from servers import NATIVE_DIR, child_env  # noqa: E402
@@ -68,6 +74,27 @@ def _hypercorn(tls):
     return command
 
 
+def _uvicorn(tls):
+    def command(port, cert):
+        tls_args = ["--ssl-certfile", cert[0], "--ssl-keyfile", cert[1]] if tls else []
+        return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--http", "zttp",
+                "--http2", "--loop", "uvloop", "--no-access-log", "--log-level", "warning", *tls_args,
+                "bench_asgi:app"]
+    return command
+
+
+def _gunicorn(tls):
+    """gunicorn's asgi worker (its own asyncio protocol, HTTP/2 by the h2 library); h2c by
+    prior knowledge where there is no TLS. It holds 1,000 connections by default
+    (--worker-connections): the idle-memory measure opens 10,000."""
+    def command(port, cert):
+        tls_args = ["--certfile", cert[0], "--keyfile", cert[1]] if tls else ["--http2-cleartext", "prior-knowledge"]
+        return [sys.executable, "-m", "gunicorn", "--worker-class", "asgi", "--asgi-loop", "uvloop", "--bind",
+                f"127.0.0.1:{port}", "--workers", "1", "--worker-connections", "20000", "--http-protocols", "h1,h2",
+                "--log-level", "warning", *tls_args, "bench_asgi:app"]
+    return command
+
+
 def _native(port, cert):
     return [os.path.join(NATIVE_DIR, "http-native"), "--port", str(port), "--http2"]
 
@@ -86,13 +113,19 @@ SERVERS = {
     "granian-asgi": (_granian("asgi", False), "granian ASGI + uvloop (h2c)", False, False),
     "granian-rsgi": (_granian("rsgi", False), "granian RSGI + uvloop (h2c)", False, False),
     "hypercorn": (_hypercorn(False), "hypercorn (h2c)", False, False),
+    "uvicorn": (_uvicorn(False), "uvicorn --http zttp --http2 + uvloop (h2c)", False, False),
+    "gunicorn": (_gunicorn(False), "gunicorn asgi worker + uvloop (h2c)", False, False),
     "native": (_native, "native hyper (Rust, 1 thread, h2c)", False, False),
     "swordfish-tls": (_swordfish(True), "swordfish ASGI (h2, TLS)", True, False),
     "swordfish-tls-openssl": (_swordfish(True, ("--ssl-engine", "openssl")), "swordfish ASGI (h2, TLS by OpenSSL)",
                               True, False),
     "granian-asgi-tls": (_granian("asgi", True), "granian ASGI + uvloop (h2, TLS)", True, False),
     "granian-rsgi-tls": (_granian("rsgi", True), "granian RSGI + uvloop (h2, TLS)", True, False),
+    "uvicorn-tls": (_uvicorn(True), "uvicorn --http zttp --http2 + uvloop (h2, TLS)", True, False),
+    "gunicorn-tls": (_gunicorn(True), "gunicorn asgi worker + uvloop (h2, TLS)", True, False),
 }
+# The peers whose ASGI over HTTP/2 the `x` ratios are taken against.
+ASGI_PEERS = ("granian-asgi", "hypercorn", "uvicorn", "gunicorn")
 QUICK = ["swordfish", "swordfish-h1", "swordfish-rsgi", "granian-asgi", "granian-rsgi", "native"]
 FULL = list(SERVERS)
 
@@ -106,8 +139,12 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int)
     p.add_argument("--seconds", type=float)
     p.add_argument("--idle-connections", type=int, help="connections of the idle memory measure (0: none)")
+    p.add_argument("--idle-only", action="store_true", help="only the idle memory measure (10,000 connections "
+                   "unless --idle-connections says otherwise)")
     p.add_argument("--from-results", metavar="FILE")
     p.add_argument("--unpinned", action="store_true", help="server and h2load on every CPU")
+    p.add_argument("--plot", metavar="DIR", help="also draw the charts: DIR/http2-h2c.png and DIR/http2-tls.png "
+                   "(req/s), DIR/http2-idle.png (idle memory)")
     args = p.parse_args(argv)
     args.servers = args.servers.split(",") if args.servers else (FULL if args.full else QUICK)
     bad = [s for s in args.servers if s not in SERVERS]
@@ -117,7 +154,7 @@ def parse_args(argv):
     args.seconds = args.seconds or (6 if args.full else 3)
     args.shapes = list(SHAPES) if args.full else ["c64m10"]
     if args.idle_connections is None:
-        args.idle_connections = 10000 if args.full else 0
+        args.idle_connections = 10000 if args.full or args.idle_only else 0
     return args
 
 
@@ -222,25 +259,61 @@ async def _idle(port, n, tls):
     results = await asyncio.gather(*(one() for _ in range(n)), return_exceptions=True)
     errors = [e for e in results if isinstance(e, BaseException)]
     if errors:
-        for w in writers:
-            w.close()
+        await _close(writers)
         raise RuntimeError(f"{len(errors)} of {n} idle connections failed: {errors[0]!r}")
     return writers
 
 
-def idle_memory(server, n):
-    """The server's RSS growth, in KiB per connection, with `n` idle HTTP/2 connections."""
-    before = tree_rss_bytes(server.proc.pid)
-    loop = asyncio.new_event_loop()
+async def _close(writers):
+    """Close the connections for good before their loop goes: else each server's sockets
+    stay open in this process until it runs out of descriptors."""
+    for w in writers:
+        w.close()
+    await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
+
+
+def idle_memory(name, cert, n):
+    """A fresh server's RSS growth, in KiB per connection, with `n` idle HTTP/2 connections.
+    Fresh, so that memory that the throughput runs left free is not counted as what the
+    connections took; it answers a few requests first, so that what its first request
+    sets up once is not counted either."""
+    server = Server(name, free_port(), cert)
     try:
-        writers = loop.run_until_complete(_idle(server.port, n, server.tls))
-        time.sleep(1)
-        after = tree_rss_bytes(server.proc.pid)
-        for w in writers:
-            w.close()
+        if not h2load(server, "/", None, 1, 1, None, requests=100).get("ok"):
+            raise RuntimeError("the warm-up requests failed")
+        time.sleep(0.5)
+        before = tree_rss_bytes(server.proc.pid)
+        loop = asyncio.new_event_loop()
+        try:
+            writers = loop.run_until_complete(_idle(server.port, n, server.tls))
+            time.sleep(1)
+            after = tree_rss_bytes(server.proc.pid)
+            loop.run_until_complete(_close(writers))
+        finally:
+            loop.close()
     finally:
-        loop.close()
+        server.stop()
     return (after - before) / 1024 / n
+
+
+def throughput(args, rnd, name, cert, body, records):
+    """Every workload and shape on one server process."""
+    try:
+        server = Server(name, free_port(), cert)
+    except RuntimeError as exc:
+        print(f"  {name}: {exc}", file=sys.stderr)
+        return
+    try:
+        for workload, (path, size) in WORKLOADS.items():
+            for shape in args.shapes:
+                conns, streams = SHAPES[shape]
+                if server.h1 and shape != "c64m10":
+                    continue
+                r = h2load(server, path, body if size else None, conns, streams, args.seconds)
+                records.append({"round": rnd, "server": name, "workload": workload, "shape": shape, **r})
+                print(f"  {name:18} {workload:8} {shape:7} {r.get('rps', 0):>10.0f} req/s", flush=True)
+    finally:
+        server.stop()
 
 
 def measure(args):
@@ -255,31 +328,17 @@ def measure(args):
         for rnd in range(args.rounds):
             print(f"round {rnd + 1}/{args.rounds}", flush=True)
             for name in rotated(args.servers, rnd):
-                try:
-                    server = Server(name, free_port(), cert)
-                except RuntimeError as exc:
-                    print(f"  {name}: {exc}", file=sys.stderr)
-                    continue
-                try:
-                    for workload, (path, size) in WORKLOADS.items():
-                        for shape in args.shapes:
-                            conns, streams = SHAPES[shape]
-                            if server.h1 and shape != "c64m10":
-                                continue
-                            r = h2load(server, path, body.name if size else None, conns, streams, args.seconds)
-                            records.append({"round": rnd, "server": name, "workload": workload, "shape": shape, **r})
-                            print(f"  {name:18} {workload:8} {shape:7} {r.get('rps', 0):>10.0f} req/s", flush=True)
-                    if args.idle_connections and rnd == 0 and not server.h1:
-                        try:
-                            kib = idle_memory(server, args.idle_connections)
-                        except RuntimeError as exc:
-                            print(f"  {name:18} idle: {exc}", flush=True)
-                        else:
-                            records.append({"round": rnd, "server": name, "idle_kib": kib,
-                                            "idle_n": args.idle_connections})
-                            print(f"  {name:18} idle     {kib:.1f} KiB per connection", flush=True)
-                finally:
-                    server.stop()
+                if not args.idle_only:
+                    throughput(args, rnd, name, cert, body.name, records)
+                if args.idle_connections and rnd == 0 and not SERVERS[name][3]:
+                    try:
+                        kib = idle_memory(name, cert, args.idle_connections)
+                    except RuntimeError as exc:
+                        print(f"  {name:18} idle: {exc}", flush=True)
+                    else:
+                        records.append({"round": rnd, "server": name, "idle_kib": kib,
+                                        "idle_n": args.idle_connections})
+                        print(f"  {name:18} idle     {kib:.1f} KiB per connection", flush=True)
     os.unlink(body.name)
     meta = {"rounds": args.rounds, "seconds": args.seconds, "servers": args.servers, "shapes": args.shapes,
             "cpus": (f"server on CPU {SERVER_CPU}, h2load on CPU {CLIENT_CPU}" if PINNED else
@@ -304,8 +363,8 @@ def tables(meta, records):
         if not rows:
             continue
         def best_peer(i, tls):
-            return max((c[i] for s, c in rows if s.startswith(("granian-asgi", "hypercorn")) and c[i]
-                        and SERVERS[s][2] == tls), default=None)
+            return max((c[i] for s, c in rows if s.startswith(ASGI_PEERS) and c[i] and SERVERS[s][2] == tls),
+                       default=None)
 
         out.append(f"\n{shape} (req/s, medians of {meta['rounds']} rounds of {meta['seconds']:g} s; "
                    f"x: against the best peer's ASGI, over TLS against TLS)\n")
@@ -316,7 +375,8 @@ def tables(meta, records):
             for i, w in enumerate(WORKLOADS):
                 c = cells[i]
                 peer = best_peer(i, SERVERS[s][2])
-                ratio = f" ({c / peer:.2f}x)" if c and peer and s.startswith("swordfish") else ""
+                own = s.startswith("swordfish") and not SERVERS[s][3]
+                ratio = f" ({c / peer:.2f}x)" if c and peer and own else ""
                 texts.append("–" if c is None else f"{c / 1000:.1f}k{ratio}")
             out.append(f"| {SERVERS[s][1]} | " + " | ".join(texts) + " |")
         out.append(f"\n{shape}: p99 of the request times (ms; p50 in brackets), medians of the rounds\n")
@@ -344,10 +404,51 @@ def tables(meta, records):
     return "\n".join(out)
 
 
+def plot(meta, records, directory):
+    """req/s by workload and shape, a bar per server, over h2c and over TLS; the idle memory
+    a bar per server. The paths."""
+    where = "one worker on one CPU, h2load on the other" if meta["cpus"].startswith("server on") else "unpinned"
+    points = [(w, shape) for shape in meta["shapes"] for w in WORKLOADS]
+    paths = []
+    for tls, name in ((False, "h2c"), (True, "tls")):
+        series = []
+        for s in meta["servers"]:
+            if SERVERS[s][2] != tls:
+                continue
+            values = []
+            for w, shape in points:
+                vals = [r["rps"] for r in records if r.get("server") == s and r.get("workload") == w
+                        and r.get("shape") == shape and r.get("ok")]
+                values.append(statistics.median(vals) / 1000 if vals else 0)
+            if any(values):
+                series.append((SERVERS[s][1], values))
+        if series:
+            paths.append(grouped_bars(os.path.join(directory, f"http2-{name}.png"),
+                                      [f"{w}\n{shape}" for w, shape in points], series,
+                                      f"HTTP/2 ({name}): {where}, medians of {meta['rounds']}"))
+    idle = [r for r in records if "idle_kib" in r]
+    if idle:
+        # A bar per server over h2c and over TLS: "x-tls" is x's TLS form, "x-tls-y" its
+        # form "x-y" has no h2c twin.
+        kib = {}
+        for r in idle:
+            family = r["server"].replace("-tls", "", 1)
+            label = re.sub(r" \((h2c|h2, TLS)\)$", "", SERVERS[r["server"]][1]).replace("(h2, TLS by", "(TLS by")
+            kib.setdefault(family, [label, 0, 0])[2 if SERVERS[r["server"]][2] else 1] = r["idle_kib"]
+        paths.append(grouped_bars(os.path.join(directory, "http2-idle.png"), ["h2c", "TLS"],
+                                  [(label, [h2c, tls]) for label, h2c, tls in kib.values()],
+                                  f"HTTP/2: memory of an idle connection, {idle[0]['idle_n']:,} open",
+                                  ylabel="KiB (RSS growth per connection)"))
+    return paths
+
+
 def main(argv=None):
     args = parse_args(argv if argv is not None else sys.argv[1:])
     meta, records = results_of(args, measure)
     print(tables(meta, records))
+    if args.plot:
+        for path in plot(meta, records, args.plot):
+            print(f"plot: {os.path.relpath(path, os.path.dirname(BENCH))}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ BENCH = os.path.dirname(HERE)
 sys.path[:0] = [BENCH, os.path.join(BENCH, "http")]
 import loadgen  # noqa: E402
 import page  # noqa: E402
+from charts import grouped_bars  # noqa: E402
 from rounds import free_port, pin, results_of, rotated, save_results  # noqa: E402
 from servers import NATIVE_DIR, REPO, ServerProcess  # noqa: E402
 
@@ -237,27 +238,13 @@ def tables(meta, records):
 
 def plot(meta, records, directory):
     """req/s by route (each server's best concurrency), a bar per server; the path."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     med = medians(records)
     routes = [r for r in meta["routes"] if any(k[1] == r for k in med)]
     servers = [s for s in meta["servers"] if any(k[0] == s for k in med)]
-    width = 0.8 / len(servers)
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(routes)) + 3, 4))
-    for i, s in enumerate(servers):
-        xs = [g + (i - (len(servers) - 1) / 2) * width for g in range(len(routes))]
-        ax.bar(xs, [(best(med, s, r) or {}).get("rps", 0) / 1000 for r in routes], width, label=SERVERS[s][1])
-    ax.set_xticks(range(len(routes)), routes, rotation=30, ha="right")
-    ax.set_ylabel("thousand requests/s")
-    ax.set_title(f"RSGI suite ({meta['suite']}): one worker on one CPU, Python {meta['python']}, "
-                 f"medians of {meta['rounds']}")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    path = os.path.join(directory, f"rsgi-{meta['suite']}.png")
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    series = [(SERVERS[s][1], [(best(med, s, r) or {}).get("rps", 0) / 1000 for r in routes]) for s in servers]
+    return grouped_bars(os.path.join(directory, f"rsgi-{meta['suite']}.png"), routes, series,
+                        f"RSGI suite ({meta['suite']}): one worker on one CPU, Python {meta['python']}, "
+                        f"medians of {meta['rounds']}", rotate=True)
 
 
 def main(argv=None):
