@@ -347,17 +347,20 @@ def measure(args):
     return meta, records
 
 
+def median_rps(records, server, workload, shape):
+    """The median req/s of `server`'s successful runs of one point, or None."""
+    vals = [r["rps"] for r in records if r.get("server") == server and r.get("workload") == workload
+            and r.get("shape") == shape and r.get("ok")]
+    return statistics.median(vals) if vals else None
+
+
 def tables(meta, records):
     servers = [s for s in meta["servers"] if any(r.get("server") == s for r in records)]
     out = []
     for shape in meta["shapes"]:
         rows = []
         for s in servers:
-            cells = []
-            for w in WORKLOADS:
-                vals = [r["rps"] for r in records if r.get("server") == s and r.get("workload") == w
-                        and r.get("shape") == shape and r.get("ok")]
-                cells.append(statistics.median(vals) if vals else None)
+            cells = [median_rps(records, s, w, shape) for w in WORKLOADS]
             if any(c is not None for c in cells):
                 rows.append((s, cells))
         if not rows:
@@ -415,11 +418,7 @@ def plot(meta, records, directory):
         for s in meta["servers"]:
             if SERVERS[s][2] != tls:
                 continue
-            values = []
-            for w, shape in points:
-                vals = [r["rps"] for r in records if r.get("server") == s and r.get("workload") == w
-                        and r.get("shape") == shape and r.get("ok")]
-                values.append(statistics.median(vals) / 1000 if vals else 0)
+            values = [(median_rps(records, s, w, shape) or 0) / 1000 for w, shape in points]
             if any(values):
                 series.append((SERVERS[s][1], values))
         if series:
