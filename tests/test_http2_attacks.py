@@ -263,6 +263,63 @@ def test_empty_data_frame_flood(server):
     flat(server, before)
 
 
+def test_a_burst_of_tiny_data_frames_is_refused(server):
+    """Many one-byte DATA frames at once cost the server a frame each for one byte of body:
+    `h2` budgets the frames it holds unread and closes the connection past the budget."""
+    c = Raw(server.port_number)
+    c.send(f.SettingsFrame(0, flags=["ACK"]))
+    c.send(c.headers(1, b"/echo", method=b"POST", end_stream=False))
+    try:
+        c.sock.sendall(f.DataFrame(1, b"x").serialize() * 20000)
+    except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        pass
+    assert c.goaway() == ENHANCE_YOUR_CALM
+    c.close()
+    still_serving(server.port_number)
+
+
+def unknown_frame(size):
+    """A frame of an extension type (0xFA): ignored by the server, read all the same."""
+    return size.to_bytes(3, "big") + b"\xfa\x00" + bytes(4) + b"u" * size
+
+
+@pytest.mark.parametrize("payload, per_batch, junk, batches", [
+    (1, 64, 0, 8192),  # one-byte frames, 64 at a time
+    (100, 1, 16384, 2000),  # 100-byte frames, each beside 16 KiB of an unknown frame
+], ids=["one-byte", "beside-junk"])
+def test_small_data_frames_to_an_app_that_does_not_read_hold_no_more_than_the_window(
+        payload, per_batch, junk, batches):
+    """Small DATA frames, each batch taken in before the next comes (a PING answered after
+    it), to an app that never reads its body: the server holds about the bytes the window
+    let in, not the read buffer each payload came in (with the frames beside it) and a
+    slice of it for each frame: 20.5 and 15.0 MiB for 0.5 and 0.2 MiB of body, when it did."""
+    with serving_app("--http2-initial-stream-window-size", str(4 * MiB),
+                     "--http2-initial-connection-window-size", str(4 * MiB)) as proc:
+        still_serving(proc.port_number)
+        before = rss(proc)
+        c = Raw(proc.port_number)
+        try:
+            c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c.send(f.SettingsFrame(0, flags=["ACK"]))
+            c.send(c.headers(1, b"/wait", method=b"POST", end_stream=False))
+            one = f.DataFrame(1, b"x" * payload).serialize() + (unknown_frame(junk) if junk else b"")
+            frames = one * per_batch
+            for i in range(batches):
+                c.sock.sendall(frames + f.PingFrame(0, opaque_data=i.to_bytes(8, "big")).serialize())
+                answered = False
+                for frame in c.frames():
+                    if isinstance(frame, f.PingFrame) and "ACK" in frame.flags:
+                        answered = int.from_bytes(frame.opaque_data, "big") == i
+                        break
+                    assert not isinstance(frame, (f.GoAwayFrame, f.RstStreamFrame)), frame
+                assert answered, f"no answer to PING {i}"
+            flat(proc, before, limit=3 * MiB)
+            still_serving(proc.port_number)
+            assert count(proc.port_number) == (1, 0)
+        finally:
+            c.close()
+
+
 def test_zero_window_client_holds_no_more_than_the_send_buffer(server):
     """A client that opens no window: the response waits in the stream's send buffer."""
     before = rss(server)

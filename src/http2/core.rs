@@ -8,6 +8,7 @@
 //! polls the connection and every stream until a pass raises none, so whatever `h2` wakes
 //! (a stream's new capacity, a frame to write) is polled within the same call.
 
+use super::body::{Chunks, Waiting};
 use super::pipe::Pipe;
 use super::writing::Writing;
 use super::Settings;
@@ -80,45 +81,12 @@ pub enum BodyTake {
     Gone,
 }
 
-/// Body bytes as `h2` received them (slices of its read buffer): whoever takes them copies
-/// them once, into what it needs.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Chunks(pub Vec<Bytes>);
-
-impl Chunks {
-    pub fn len(&self) -> usize {
-        self.0.iter().map(|b| b.len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.iter().all(|b| b.is_empty())
-    }
-
-    /// Copy them into `out`, which is `len()` long.
-    pub fn copy_to(&self, out: &mut [u8]) {
-        let mut at = 0;
-        for b in &self.0 {
-            if let Some(dst) = out.get_mut(at..at + b.len()) {
-                dst.copy_from_slice(b);
-            }
-            at += b.len();
-        }
-    }
-
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0; self.len()];
-        self.copy_to(&mut v);
-        v
-    }
-}
-
 pub struct Stream {
     /// The request head, until the driver takes it.
     pub request: Option<http::request::Parts>,
     recv: Option<RecvStream>,
     /// Body bytes received and not yet taken by the application.
-    body: Vec<Bytes>,
-    body_len: usize,
+    body: Waiting,
     /// The body ended (END_STREAM received, or the stream is gone).
     body_ended: bool,
     /// The application waits for body bytes: `Event::Body` when they come.
@@ -149,8 +117,7 @@ impl Stream {
         Stream {
             request: Some(request),
             recv: (!body_ended).then_some(recv),
-            body: Vec::new(),
-            body_len: 0,
+            body: Waiting::default(),
             body_ended,
             reader_waiting: false,
             body_taken: false,
@@ -180,6 +147,9 @@ pub struct H2Core {
     pub streams: IntMap<u32, Stream>,
     /// Response bytes a stream may have queued before its writer waits.
     send_buffer: usize,
+    /// A body's DATA payload of this many bytes is kept as `h2` gave it (`body`): half
+    /// the largest frame a client may send.
+    keep_from: usize,
     flag: Arc<Flag>,
     waker: Waker,
     /// The connection error sent, if the connection ended with one.
@@ -217,6 +187,7 @@ impl H2Core {
             pipe,
             streams: IntMap::default(),
             send_buffer: config.max_send_buffer_size,
+            keep_from: config.max_frame_size as usize / 2,
             flag,
             waker,
             error: None,
@@ -334,7 +305,7 @@ impl H2Core {
                 done.push(id);
                 continue;
             }
-            let reset = poll_body(s, cx) | poll_send(s, cx, self.send_buffer);
+            let reset = poll_body(s, cx, self.keep_from) | poll_send(s, cx, self.send_buffer);
             if reset {
                 s.reset = true;
                 s.body_ended = true;
@@ -346,7 +317,7 @@ impl H2Core {
                 events.push(Event::Reset(id));
                 continue;
             }
-            if s.reader_waiting && !s.body_given && (s.body_len > 0 || s.body_ended) {
+            if s.reader_waiting && !s.body_given && (!s.body.is_empty() || s.body_ended) {
                 s.reader_waiting = false;
                 events.push(Event::Body(id));
             }
@@ -379,16 +350,16 @@ impl H2Core {
         if s.reset {
             return BodyTake::Gone;
         }
-        if s.body_given || (s.body_len == 0 && !s.body_ended) {
+        let len = s.body.len();
+        if s.body_given || (len == 0 && !s.body_ended) {
             s.reader_waiting = true;
             return BodyTake::Wait;
         }
-        let data = Chunks(std::mem::take(&mut s.body));
+        let data = s.body.take();
         if let Some(recv) = &mut s.recv {
             // Only fails for a stream already reset, which the next poll reports.
-            let _ = recv.flow_control().release_capacity(s.body_len);
+            let _ = recv.flow_control().release_capacity(len);
         }
-        s.body_len = 0;
         s.body_taken = true;
         s.body_given = s.body_ended;
         self.flag.0.store(true, Ordering::Relaxed);
@@ -401,7 +372,6 @@ impl H2Core {
         if let Some(s) = self.streams.get_mut(&id) {
             s.recv = None;
             s.body.clear();
-            s.body_len = 0;
             s.body_ended = true;
             s.reader_waiting = false;
             self.flag.0.store(true, Ordering::Relaxed);
@@ -567,15 +537,12 @@ impl H2Core {
 }
 
 /// Move what arrived of the stream's body into its buffer; true if the stream failed.
-fn poll_body(s: &mut Stream, cx: &mut Context<'_>) -> bool {
+fn poll_body(s: &mut Stream, cx: &mut Context<'_>, keep_from: usize) -> bool {
     let Some(recv) = &mut s.recv else { return false };
     loop {
         match recv.poll_data(cx) {
             Poll::Pending => return false,
-            Poll::Ready(Some(Ok(b))) => {
-                s.body_len += b.len();
-                s.body.push(b);
-            }
+            Poll::Ready(Some(Ok(b))) => s.body.push(b, keep_from),
             Poll::Ready(None) => {
                 s.body_ended = true;
                 s.recv = None;
@@ -744,13 +711,5 @@ mod tests {
         assert!(!core.stalled());
         assert_eq!(core.expire_stalled(Duration::ZERO, &mut events), None);
         assert!(!events.contains(&Event::Reset(1)));
-    }
-
-    #[test]
-    fn chunks_copy_out_whole_and_in_order() {
-        let c = Chunks(vec![Bytes::from_static(b"ab"), Bytes::new(), Bytes::from_static(b"cde")]);
-        assert_eq!((c.len(), c.is_empty()), (5, false));
-        assert_eq!(c.to_vec(), b"abcde");
-        assert!(Chunks(vec![Bytes::new()]).is_empty() && Chunks::default().to_vec().is_empty());
     }
 }

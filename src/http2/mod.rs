@@ -1,14 +1,16 @@
 //! HTTP/2 (RFC 9113). Free of Python objects: the connection over `h2` (`core`, over the
-//! in-memory `pipe`), a stream's request head as the interfaces read heads (`request`),
-//! its response as they give it (`writing`), h2c by `Upgrade` (`upgrade`). On the loop:
-//! the asyncio protocol (`protocol`), how its events become the interface's requests
-//! (`streams`), its timers and its close (`lifecycle`), the request API the interfaces
-//! call through `Carrier` (`respond`), and a stream as a transport (`tunnel`: WebSockets
-//! over HTTP/2). Also the server's HTTP/2 settings and the client
-//! preface, by which an HTTP/1.1 connection tells that it is to hand over.
+//! in-memory `pipe`), a stream's request body waiting for its reader (`body`), its request
+//! head as the interfaces read heads (`request`), its response as they give it
+//! (`writing`), h2c by `Upgrade` (`upgrade`). On the loop: the asyncio protocol
+//! (`protocol`), how its events become the interface's requests (`streams`), its timers
+//! and its close (`lifecycle`), the request API the interfaces call through `Carrier`
+//! (`respond`), and a stream as a transport (`tunnel`: WebSockets over HTTP/2). Also the
+//! server's HTTP/2 settings and the client preface, by which an HTTP/1.1 connection tells
+//! that it is to hand over.
 
 use pyo3::prelude::*;
 
+pub mod body;
 pub mod core;
 pub mod lifecycle;
 pub mod pipe;

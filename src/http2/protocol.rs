@@ -114,7 +114,7 @@ pub enum Out {
     PauseReading,
     ResumeReading,
     /// The client's bytes for a tunnel's protocol; its end; the stream gone.
-    TunnelData(Py<H2Tunnel>, super::core::Chunks),
+    TunnelData(Py<H2Tunnel>, super::body::Chunks),
     TunnelEof(Py<H2Tunnel>),
     TunnelLost(Py<H2Tunnel>),
     /// Resume (`true`) or pause a tunnel's protocol's writing.

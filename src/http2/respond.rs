@@ -4,7 +4,8 @@
 //! is full, a reader waits for the next DATA, an application that fails before its
 //! response gets a 500 written for it (or, after its head went out, a reset stream).
 
-use super::core::{BodyTake, Chunks};
+use super::body::Chunks;
+use super::core::BodyTake;
 use super::protocol::{H2Protocol, Out};
 use super::streams::record;
 use super::writing::{self, Taken, Writing};
