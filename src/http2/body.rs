@@ -1,5 +1,6 @@
-//! A stream's request body between `h2` and the application: the DATA payloads received
-//! and not yet taken (`Waiting`), and the `Chunks` a reader takes them as.
+//! A stream's body bytes waiting between `h2` and the application: the request's DATA
+//! payloads received and not yet taken (`Waiting`, and the `Chunks` a reader takes them
+//! as), and the response's parts given and not yet handed to `h2` (`Queue`).
 //!
 //! A payload from `h2` is a slice of its read buffer, and a slice keeps that whole buffer
 //! alive, whatever else the buffer held. Kept as slices, the payloads of one-byte DATA
@@ -13,8 +14,16 @@
 //! that fills its frames, as clients uploading a body do, has it copied once, by its
 //! reader. Smaller payloads behind a waiting one are copied into a buffer of the stream's
 //! own, and what a stream holds stays within a few times what its window let in.
+//!
+//! The response's side has the same hazard the other way: an app that streams small parts
+//! (tokens, events) to a client that does not read would have each part wait as an
+//! allocation and an entry of its own, and `h2` would hold each as a DATA frame: 46 MiB
+//! for a 1 MiB body of one-byte parts, where the send buffer promises 400 KiB. So the
+//! small parts are copied together (`Queue::push_small`), and reach `h2` as one DATA
+//! frame where they wait for the same chance to go.
 
 use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
 
 /// Body bytes as they were received: whoever takes them copies them once, into what it
 /// needs.
@@ -100,6 +109,63 @@ impl Waiting {
     }
 }
 
+/// Response bytes waiting for `h2`, in order: `parts` then `small`.
+#[derive(Debug, Default)]
+pub struct Queue {
+    parts: VecDeque<Bytes>,
+    /// The small parts given since the last other one, copied together.
+    small: BytesMut,
+    len: usize,
+}
+
+impl Queue {
+    /// A part to go as it is.
+    pub fn push(&mut self, part: Bytes) {
+        if part.is_empty() {
+            return;
+        }
+        self.close_small();
+        self.len += part.len();
+        self.parts.push_back(part);
+    }
+
+    /// A small part, copied behind the small parts before it.
+    pub fn push_small(&mut self, part: &[u8]) {
+        self.len += part.len();
+        self.small.extend_from_slice(part);
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Up to `room` bytes from the front, as one piece (None: nothing waits).
+    pub fn take(&mut self, room: usize) -> Option<Bytes> {
+        let piece = match self.parts.front_mut() {
+            Some(front) if front.len() <= room => self.parts.pop_front()?,
+            Some(front) => front.split_to(room),
+            None if self.small.is_empty() => return None,
+            None => self.small.split_to(room.min(self.small.len())).freeze(),
+        };
+        self.len -= piece.len();
+        Some(piece)
+    }
+
+    pub fn clear(&mut self) {
+        *self = Queue::default();
+    }
+
+    fn close_small(&mut self) {
+        if !self.small.is_empty() {
+            self.parts.push_back(std::mem::take(&mut self.small).freeze());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +226,29 @@ mod tests {
         assert_eq!((c.0.len(), kept), (7, 3));
         let whole = [&b"ab"[..], &big, b"c", &big, &big, b"d"].concat();
         assert_eq!((c.len(), c.to_vec()), (whole.len(), whole));
+    }
+
+    #[test]
+    fn small_parts_go_together_and_in_order_with_the_others() {
+        let mut q = Queue::default();
+        q.push_small(b"a");
+        q.push_small(b"b");
+        q.push(Bytes::from_static(b"LARGE"));
+        q.push(Bytes::new());
+        q.push_small(b"c");
+        q.push_small(b"d");
+        assert_eq!((q.len(), q.is_empty()), (9, false));
+        assert_eq!(q.take(100), Some(Bytes::from_static(b"ab")));
+        assert_eq!(q.take(3), Some(Bytes::from_static(b"LAR")));
+        assert_eq!(q.take(100), Some(Bytes::from_static(b"GE")));
+        assert_eq!(q.len(), 2);
+        q.push_small(b"e");
+        assert_eq!(q.take(2), Some(Bytes::from_static(b"cd")));
+        assert_eq!(q.take(2), Some(Bytes::from_static(b"e")));
+        assert_eq!((q.take(2), q.len(), q.is_empty()), (None, 0, true));
+        q.push_small(b"f");
+        q.push(Bytes::from_static(b"g"));
+        q.clear();
+        assert_eq!((q.take(10), q.len()), (None, 0));
     }
 }

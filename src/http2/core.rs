@@ -8,7 +8,7 @@
 //! polls the connection and every stream until a pass raises none, so whatever `h2` wakes
 //! (a stream's new capacity, a frame to write) is polled within the same call.
 
-use super::body::{Chunks, Waiting};
+use super::body::{Chunks, Queue, Waiting};
 use super::pipe::Pipe;
 use super::writing::Writing;
 use super::Settings;
@@ -16,7 +16,6 @@ use crate::intmap::IntMap;
 use bytes::Bytes;
 use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Reason, RecvStream, SendStream};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,8 +96,7 @@ pub struct Stream {
     body_given: bool,
     respond: Option<SendResponse<Bytes>>,
     send: Option<SendStream<Bytes>>,
-    queue: VecDeque<Bytes>,
-    queued: usize,
+    queue: Queue,
     end: End,
     /// The application waits for the queue to shrink: `Event::Writable` when it does.
     pub writer_waiting: bool,
@@ -124,8 +122,7 @@ impl Stream {
             body_given: false,
             respond: Some(respond),
             send: None,
-            queue: VecDeque::new(),
-            queued: 0,
+            queue: Queue::default(),
             end: End::No,
             writer_waiting: false,
             writing: Writing::Init,
@@ -160,6 +157,11 @@ pub struct H2Core {
     /// A stream's response waits on the client (as the last `drive` found them).
     stalled: bool,
 }
+
+/// A response part this small is copied (`body::Queue::push_small`) rather than shared:
+/// its own allocation, its entry in the queue and its DATA frame would cost as much as
+/// its bytes.
+pub const SMALL_PART: usize = 256;
 
 /// Most passes one `drive` makes; each pass is made only because the one before woke
 /// something, so this bounds a bug, not the work.
@@ -313,7 +315,6 @@ impl H2Core {
                 s.respond = None;
                 s.send = None;
                 s.queue.clear();
-                s.queued = 0;
                 events.push(Event::Reset(id));
                 continue;
             }
@@ -321,7 +322,7 @@ impl H2Core {
                 s.reader_waiting = false;
                 events.push(Event::Body(id));
             }
-            if s.writer_waiting && s.queued < self.send_buffer {
+            if s.writer_waiting && s.queue.len() < self.send_buffer {
                 s.writer_waiting = false;
                 events.push(Event::Writable(id));
             }
@@ -380,7 +381,7 @@ impl H2Core {
 
     /// Response bytes of stream `id` queued and not yet given to `h2`.
     pub fn queued(&self, id: u32) -> usize {
-        self.streams.get(&id).map_or(0, |s| s.queued)
+        self.streams.get(&id).map_or(0, |s| s.queue.len())
     }
 
     /// Whether stream `id`'s body has all arrived and none of it was taken.
@@ -413,18 +414,23 @@ impl H2Core {
         if s.send.is_none() {
             return Err(());
         }
-        if !data.is_empty() {
-            s.queued += data.len();
-            s.queue.push_back(data);
+        // A small part with more to come waits for the `drive` that follows every response
+        // part, which hands `h2` what the small parts made together; a response that is
+        // one small part goes as it is.
+        let small = data.len() <= SMALL_PART && !(end && s.queue.is_empty());
+        if small {
+            s.queue.push_small(&data);
+        } else {
+            s.queue.push(data);
         }
         if end {
             s.end = End::Data;
         }
         let mut cx = Context::from_waker(&self.waker);
-        if poll_send(s, &mut cx, self.send_buffer) {
+        if (!small || end) && poll_send(s, &mut cx, self.send_buffer) {
             return Err(());
         }
-        let wait = s.queued >= self.send_buffer;
+        let wait = s.queue.len() >= self.send_buffer;
         if wait {
             s.writer_waiting = true;
         }
@@ -458,7 +464,6 @@ impl H2Core {
             s.recv = None;
             s.body_ended = true;
             s.queue.clear();
-            s.queued = 0;
             s.reset = true;
         }
         self.streams.remove(&id);
@@ -569,10 +574,10 @@ fn poll_send(s: &mut Stream, cx: &mut Context<'_>, max_buffer: usize) -> bool {
         return true;
     }
     let Some(send) = &mut s.send else { return false };
-    while s.queued > 0 {
+    while !s.queue.is_empty() {
         let mut room = send.capacity();
         if room == 0 {
-            send.reserve_capacity(s.queued.min(max_buffer.max(1)));
+            send.reserve_capacity(s.queue.len().min(max_buffer.max(1)));
             match send.poll_capacity(cx) {
                 Poll::Ready(Some(Ok(n))) if n > 0 => room = n,
                 Poll::Ready(Some(Ok(_))) | Poll::Pending => {
@@ -582,11 +587,9 @@ fn poll_send(s: &mut Stream, cx: &mut Context<'_>, max_buffer: usize) -> bool {
                 Poll::Ready(Some(Err(_))) | Poll::Ready(None) => return true,
             }
         }
-        let Some(front) = s.queue.front_mut() else { break };
-        let chunk = if front.len() <= room { s.queue.pop_front().unwrap_or_default() } else { front.split_to(room) };
-        s.queued -= chunk.len();
+        let Some(chunk) = s.queue.take(room) else { break };
         s.stalled_since = None;
-        let last = s.queued == 0 && matches!(s.end, End::Data);
+        let last = s.queue.is_empty() && matches!(s.end, End::Data);
         if send.send_data(chunk, last).is_err() {
             return true;
         }
@@ -595,7 +598,7 @@ fn poll_send(s: &mut Stream, cx: &mut Context<'_>, max_buffer: usize) -> bool {
             return false;
         }
     }
-    if s.queued == 0 {
+    if s.queue.is_empty() {
         match std::mem::replace(&mut s.end, End::No) {
             End::No => {}
             End::Data => {
@@ -625,13 +628,12 @@ const FILE_CHUNK: usize = 64 * 1024;
 fn read_file(s: &mut Stream, max_buffer: usize) -> std::io::Result<()> {
     use std::io::Read;
     let Some((file, left)) = &mut s.file else { return Ok(()) };
-    while s.queued < max_buffer.max(FILE_CHUNK) && *left > 0 {
+    while s.queue.len() < max_buffer.max(FILE_CHUNK) && *left > 0 {
         let n = usize::try_from(*left).unwrap_or(usize::MAX).min(FILE_CHUNK);
         let mut buf = vec![0u8; n];
         file.read_exact(&mut buf)?;
         *left -= n as u64;
-        s.queued += n;
-        s.queue.push_back(Bytes::from(buf));
+        s.queue.push(Bytes::from(buf));
     }
     if *left == 0 {
         s.file = None;

@@ -47,7 +47,7 @@ impl AsRef<[u8]> for PyBytesOwner {
 /// into the frames it writes. Small parts are copied (an owner costs an allocation too).
 fn shared(body: Bound<'_, PyBytes>) -> Bytes {
     let data = body.as_bytes();
-    if data.len() <= 256 {
+    if data.len() <= super::core::SMALL_PART {
         return Bytes::copy_from_slice(data);
     }
     let (at, len) = (data.as_ptr() as usize, data.len());

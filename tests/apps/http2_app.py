@@ -2,6 +2,7 @@
 
     GET /          "hello"
     GET /big       1 MiB, in 64 KiB parts (`?parts=N`: N of them)
+    GET /drip      1 MiB, one byte a part (`?parts=N`: N of them)
     GET /cut       "<responses of /big cut short>" (the client went, or its stream was reset)
     GET /wait      waits until cancelled (counted in /count)
     POST /echo     the body sent back
@@ -31,6 +32,13 @@ async def app(scope, receive, send):
         except (asyncio.CancelledError, OSError):
             CUT += 1
             raise
+        return
+    if path == "/drip":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        parts = int(scope["query_string"].partition(b"parts=")[2] or 1024 * 1024)
+        for _ in range(parts):
+            await send({"type": "http.response.body", "body": b"d", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
         return
     if path == "/wait":
         RUNNING += 1
