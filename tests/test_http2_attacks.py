@@ -336,13 +336,23 @@ def test_zero_window_client_holds_no_more_than_the_send_buffer(server):
         c.close()
 
 
+def dripped(port):
+    async def main():
+        c = await H2Client.open(port)
+        r = await c.request(b"GET", b"/dripped")
+        c.close()
+        return int(r.body)
+
+    return asyncio.run(main())
+
+
 @pytest.mark.parametrize("window", [0, 2**31 - 1], ids=["closed-window", "unread-socket"])
 def test_small_response_parts_to_a_client_that_does_not_read_hold_no_more_than_the_send_buffer(server, window):
     """An app that streams one-byte parts (as token or event streams do, in larger ones) to
     clients that never open their window, or open it wide and never read: the parts wait
     as the send buffer's bytes, not as an allocation and a DATA frame each (124 and 663 MiB
     for these 5 streams when they did)."""
-    before = rss(server)
+    before, start = rss(server), dripped(server.port_number)
     clients = []
     for _ in range(5):
         c = Raw(server.port_number, settings={f.SettingsFrame.INITIAL_WINDOW_SIZE: window})
@@ -352,12 +362,13 @@ def test_small_response_parts_to_a_client_that_does_not_read_hold_no_more_than_t
         c.send(f.SettingsFrame(0, flags=["ACK"]))
         c.send(c.headers(1, b"/drip"))
         clients.append(c)
-    # Each app waits once its stream holds the send buffer (400 KiB, and as much with `h2`
-    # where the window is open); until then the memory grows.
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        time.sleep(0.25)
+    # Each app sends until its stream holds the send buffer (400 KiB; the part that fills
+    # it is not counted until its `send` returns), and then waits.
+    deadline = time.monotonic() + 20
+    while dripped(server.port_number) - start < 5 * (400 * 1024 - 1):
+        assert time.monotonic() < deadline, "the apps did not fill their send buffers"
         flat(server, before, limit=8 * MiB)
+    flat(server, before, limit=8 * MiB)
     still_serving(server.port_number)
     for c in clients:
         c.close()

@@ -3,6 +3,7 @@
     GET /          "hello"
     GET /big       1 MiB, in 64 KiB parts (`?parts=N`: N of them)
     GET /drip      1 MiB, one byte a part (`?parts=N`: N of them)
+    GET /dripped   "<parts /drip has sent, all streams together>"
     GET /cut       "<responses of /big cut short>" (the client went, or its stream was reset)
     GET /wait      waits until cancelled (counted in /count)
     POST /echo     the body sent back
@@ -15,10 +16,11 @@ import asyncio
 RUNNING = 0
 CANCELLED = 0
 CUT = 0
+DRIPPED = 0
 
 
 async def app(scope, receive, send):
-    global RUNNING, CANCELLED, CUT
+    global RUNNING, CANCELLED, CUT, DRIPPED
     if scope["type"] != "http":
         return
     path = scope["path"]
@@ -38,6 +40,7 @@ async def app(scope, receive, send):
         parts = int(scope["query_string"].partition(b"parts=")[2] or 1024 * 1024)
         for _ in range(parts):
             await send({"type": "http.response.body", "body": b"d", "more_body": True})
+            DRIPPED += 1
         await send({"type": "http.response.body", "body": b""})
         return
     if path == "/wait":
@@ -58,6 +61,8 @@ async def app(scope, receive, send):
                 break
     elif path == "/count":
         body = f"{RUNNING} {CANCELLED}".encode()
+    elif path == "/dripped":
+        body = str(DRIPPED).encode()
     elif path == "/cut":
         body = str(CUT).encode()
     elif path == "/version":
