@@ -96,24 +96,31 @@ class Raw:
         self.sock.close()
 
 
-def still_serving(port):
+def get(port, path):
+    """The status and body of a GET of `path` over a new HTTP/2 connection."""
     async def main():
         c = await H2Client.open(port)
-        r = await c.request(b"GET", b"/")
+        r = await c.request(b"GET", path)
         c.close()
         return r.status, r.body
 
-    assert asyncio.run(main()) == (200, b"hello")
+    return asyncio.run(main())
+
+
+def still_serving(port):
+    assert get(port, b"/") == (200, b"hello")
 
 
 def count(port):
-    async def main():
-        c = await H2Client.open(port)
-        r = await c.request(b"GET", b"/count")
-        c.close()
-        return tuple(int(x) for x in r.body.split())
+    return tuple(int(x) for x in get(port, b"/count")[1].split())
 
-    return asyncio.run(main())
+
+def cut(port):
+    return int(get(port, b"/cut")[1])
+
+
+def dripped(port):
+    return int(get(port, b"/dripped")[1])
 
 
 def flat(server, before, limit=32 * MiB):
@@ -336,16 +343,6 @@ def test_zero_window_client_holds_no_more_than_the_send_buffer(server):
         c.close()
 
 
-def dripped(port):
-    async def main():
-        c = await H2Client.open(port)
-        r = await c.request(b"GET", b"/dripped")
-        c.close()
-        return int(r.body)
-
-    return asyncio.run(main())
-
-
 @pytest.mark.parametrize("window", [0, 2**31 - 1], ids=["closed-window", "unread-socket"])
 def test_small_response_parts_to_a_client_that_does_not_read_hold_no_more_than_the_send_buffer(server, window):
     """An app that streams one-byte parts (as token or event streams do, in larger ones) to
@@ -372,16 +369,6 @@ def test_small_response_parts_to_a_client_that_does_not_read_hold_no_more_than_t
     still_serving(server.port_number)
     for c in clients:
         c.close()
-
-
-def cut(port):
-    async def main():
-        c = await H2Client.open(port)
-        r = await c.request(b"GET", b"/cut")
-        c.close()
-        return int(r.body)
-
-    return asyncio.run(main())
 
 
 @pytest.fixture
