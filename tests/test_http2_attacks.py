@@ -55,9 +55,9 @@ class Raw:
     def send(self, *frames):
         self.sock.sendall(b"".join(fr.serialize() for fr in frames))
 
-    def headers(self, stream_id, path=b"/", method=b"GET", end_stream=True, end_headers=True):
+    def headers(self, stream_id, path=b"/", method=b"GET", end_stream=True, end_headers=True, fields=()):
         block = self.encoder.encode([(b":method", method), (b":path", path), (b":scheme", b"http"),
-                                     (b":authority", b"localhost")])
+                                     (b":authority", b"localhost"), *fields])
         flags = (["END_STREAM"] if end_stream else []) + (["END_HEADERS"] if end_headers else [])
         return f.HeadersFrame(stream_id, block, flags=flags)
 
@@ -493,6 +493,33 @@ def test_data_before_the_settings_ack_uses_the_default_window(server):
         c.close()
 
 
+def test_a_request_with_conflicting_content_lengths_is_refused(server):
+    """Two `content-length` fields that disagree make a request malformed (RFC 9113 §8.1.1,
+    RFC 9110 §8.6): a proxy in front that believed the other one would frame the body
+    differently (request smuggling). The stream is reset with PROTOCOL_ERROR before any
+    app sees it; the connection goes on, and a request with one length is answered."""
+    c = Raw(server.port_number)
+    c.send(c.headers(1, b"/echo", method=b"POST", end_stream=False,
+                     fields=[(b"content-length", b"5"), (b"content-length", b"6")]),
+           f.DataFrame(1, b"hello", flags=["END_STREAM"]))
+    c.send(c.headers(3, b"/echo", method=b"POST", end_stream=False, fields=[(b"content-length", b"5")]),
+           f.DataFrame(3, b"hello", flags=["END_STREAM"]))
+    reset, body, ended = None, b"", False
+    for frame in c.frames(timeout=5):
+        if isinstance(frame, f.RstStreamFrame) and frame.stream_id == 1:
+            reset = frame.error_code
+        elif isinstance(frame, f.DataFrame) and frame.stream_id == 3:
+            body += frame.data
+            ended = "END_STREAM" in frame.flags
+        assert not isinstance(frame, (f.GoAwayFrame, f.RstStreamFrame)) or frame.stream_id == 1, frame
+        assert not (isinstance(frame, (f.HeadersFrame, f.DataFrame)) and frame.stream_id == 1), frame
+        if reset is not None and ended:
+            break
+    assert reset == 0x1  # PROTOCOL_ERROR
+    assert body == b"hello"
+    c.close()
+
+
 def test_streams_past_the_concurrency_limit_are_refused(server):
     c = Raw(server.port_number)
     for i in range(150):
@@ -506,5 +533,16 @@ def test_streams_past_the_concurrency_limit_are_refused(server):
         if isinstance(frame, f.GoAwayFrame):
             break
     assert refused == 50
+    c.close()
+    still_serving(server.port_number)
+
+
+def test_a_client_that_keeps_opening_streams_past_the_limit_is_sent_away(server):
+    """Each stream past the limit is refused at once, and each refusal is a reset the
+    client made the server send: past `h2`'s limit on those (1,024), the connection ends
+    with ENHANCE_YOUR_CALM instead of refusing streams for as long as the client opens them."""
+    c = Raw(server.port_number)
+    c.send(*[c.headers(2 * i + 1, b"/wait") for i in range(3000)])
+    assert c.goaway() == ENHANCE_YOUR_CALM
     c.close()
     still_serving(server.port_number)
