@@ -520,6 +520,46 @@ def test_a_request_with_conflicting_content_lengths_is_refused(server):
     c.close()
 
 
+def answer(c, stream_id):
+    """The status and body the server answers on `stream_id` (a reset: its code)."""
+    decoder, status, body = hpack.Decoder(), None, b""
+    for frame in c.frames(timeout=5):
+        if isinstance(frame, (f.HeadersFrame, f.DataFrame, f.RstStreamFrame)) and frame.stream_id != stream_id:
+            continue
+        if isinstance(frame, f.RstStreamFrame):
+            return ("reset", frame.error_code), body
+        if isinstance(frame, f.HeadersFrame):
+            status = dict(decoder.decode(frame.data))[":status"]
+        elif isinstance(frame, f.DataFrame):
+            body += frame.data
+        if isinstance(frame, (f.HeadersFrame, f.DataFrame)) and "END_STREAM" in frame.flags:
+            return status, body
+        assert not isinstance(frame, f.GoAwayFrame), frame
+    raise AssertionError("no answer")
+
+
+@pytest.mark.parametrize("hosts, status", [
+    ([b"evil.example"], "400"),
+    ([b"localhost:8080"], "400"),
+    ([b"localhost", b"evil.example"], "400"),
+    ([b"local host"], "400"),
+    ([b"LocalHost:80"], "200"),
+    ([], "200"),
+])
+def test_a_host_field_that_is_not_the_authority_is_refused(server, hosts, status):
+    """`:authority` and a `host` field that names another host (RFC 9113 §8.3.1), two of
+    them, or one that is no host: a proxy in front routes by one, the app may read the
+    other (host confusion). Such a request is answered 400, as over HTTP/1.1, and no app
+    sees it; the same host written otherwise (case, the scheme's default port) is served."""
+    c = Raw(server.port_number)
+    c.send(c.headers(1, b"/version", fields=[(b"host", h) for h in hosts]))
+    got, body = answer(c, 1)
+    assert got == status
+    if status == "200":
+        assert body == b"2"
+    c.close()
+
+
 def test_streams_past_the_concurrency_limit_are_refused(server):
     c = Raw(server.port_number)
     for i in range(150):

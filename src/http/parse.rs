@@ -205,21 +205,34 @@ fn is_host_char(b: u8) -> bool {
 /// `Host = uri-host [ ":" port ]` (RFC 9112 §3.2, RFC 3986 §3.2.2): a reg-name or IPv4
 /// address, or an IP literal in brackets, then an optional port of digits. Empty is valid.
 fn valid_host(v: &[u8]) -> bool {
+    host_and_port(v).is_some()
+}
+
+/// A valid `Host` value (see `valid_host`) split into its host (an IP literal with its
+/// brackets) and its port's digits (empty when it has none).
+pub fn host_and_port(v: &[u8]) -> Option<(&[u8], &[u8])> {
     let (host, port) = if v.first() == Some(&b'[') {
-        let Some(close) = v.iter().position(|&b| b == b']') else { return false };
+        let close = v.iter().position(|&b| b == b']')?;
         let inner = &v[1..close];
         if inner.is_empty() || !inner.iter().all(|&b| is_host_char(b) || b == b':') {
-            return false;
+            return None;
         }
-        (&v[..0], &v[close + 1..])
+        (&v[..=close], &v[close + 1..])
     } else {
-        match v.iter().position(|&b| b == b':') {
+        let (host, port) = match v.iter().position(|&b| b == b':') {
             Some(i) => (&v[..i], &v[i..]),
             None => (v, &v[v.len()..]),
+        };
+        if !host.iter().all(|&b| is_host_char(b)) {
+            return None;
         }
+        (host, port)
     };
-    let port_ok = port.is_empty() || (port[0] == b':' && port[1..].iter().all(u8::is_ascii_digit));
-    port_ok && host.iter().all(|&b| is_host_char(b))
+    match port.split_first() {
+        None => Some((host, port)),
+        Some((b':', digits)) if digits.iter().all(u8::is_ascii_digit) => Some((host, digits)),
+        Some(_) => None,
+    }
 }
 
 /// (authority, path and query) of an absolute-form target

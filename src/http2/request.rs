@@ -3,9 +3,12 @@
 //! parser makes it. So the interfaces build their scopes from HTTP/2 requests with the
 //! code they use for HTTP/1.1. As RFC 9113 §8.3.1 has it for a request passed on to
 //! HTTP/1.1: `:authority` becomes a leading `host` field when the request has none, and
-//! the `cookie` fields are joined with "; " (§8.2.3).
+//! the `cookie` fields are joined with "; " (§8.2.3). A `host` field that names another
+//! host than `:authority` makes the request malformed (§8.3.1), as do two of them or one
+//! that is not a host, as over HTTP/1.1 (RFC 9112 §3.2): one request, one host, whichever
+//! field a proxy in front or the application reads.
 
-use crate::http::parse::{Framing, Head, Limits, Reject};
+use crate::http::parse::{host_and_port, Framing, Head, Limits, Reject};
 use std::ops::Range;
 
 /// The request's buffer and head.
@@ -15,6 +18,41 @@ pub struct Request {
     /// An extended CONNECT's `:protocol` (RFC 8441 §4). Such a request is the HTTP/2 form
     /// of HTTP/1.1's `GET` with `Upgrade`: its head says `GET`, and `upgrade`.
     pub protocol: Option<String>,
+    /// Why the request is malformed, where `h2` lets it through.
+    pub malformed: Option<&'static str>,
+}
+
+/// Why the request's `host` field and `:authority` do not name one host (none if they do).
+/// They are compared as RFC 9113 §8.3.1 asks (RFC 3986 §6.2.3): the host without regard to
+/// case, a port left out the same as the scheme's default.
+fn host_fault(parts: &http::request::Parts) -> Option<&'static str> {
+    let mut hosts = parts.headers.get_all(http::header::HOST).iter();
+    let host = hosts.next().map(|h| host_and_port(h.as_bytes()));
+    if hosts.next().is_some() {
+        return Some("duplicate Host");
+    }
+    let authority = parts.uri.authority().map(|a| host_and_port(a.as_str().as_bytes()));
+    let ((host, port), (a_host, a_port)) = match (host, authority) {
+        (Some(None), _) => return Some("invalid Host"),
+        (_, Some(None)) => return Some("invalid :authority"),
+        (Some(Some(host)), Some(Some(authority))) => (host, authority),
+        _ => return None,
+    };
+    let default: &[u8] = match parts.uri.scheme_str() {
+        Some("http") => b"80",
+        Some("https") => b"443",
+        _ => b"",
+    };
+    let same =
+        host.eq_ignore_ascii_case(a_host) && significant_port(port, default) == significant_port(a_port, default);
+    (!same).then_some("Host differs from :authority")
+}
+
+/// A port's digits as compared: the scheme's `default` where none is given, without
+/// leading zeros.
+fn significant_port<'a>(port: &'a [u8], default: &'a [u8]) -> &'a [u8] {
+    let port = if port.is_empty() { default } else { port };
+    &port[port.iter().position(|&b| b != b'0').unwrap_or(port.len())..]
 }
 
 fn push(buf: &mut Vec<u8>, bytes: &[u8]) -> Range<usize> {
@@ -40,6 +78,7 @@ impl Request {
             _ if parts.method == http::Method::OPTIONS => push(&mut buf, b"*"),
             _ => push(&mut buf, b"/"),
         };
+        let malformed = host_fault(parts);
         let mut headers = Vec::with_capacity(parts.headers.len() + 1);
         if let Some(a) = parts.uri.authority().map(|a| a.as_str()) {
             if !parts.headers.contains_key(http::header::HOST) {
@@ -84,7 +123,13 @@ impl Request {
             expect_continue: false,
             upgrade: protocol.is_some(),
         };
-        Request { buf, head, protocol }
+        Request { buf, head, protocol, malformed }
+    }
+
+    /// The answer the server gives this request instead of serving it: 400 if it is
+    /// malformed, else what the head limits make of it (`over_limits`).
+    pub fn refusal(&self, limits: &Limits) -> Option<Reject> {
+        self.malformed.map(Reject::BadRequest).or_else(|| self.over_limits(limits))
     }
 
     /// The refusal the server's head limits make of this request, as they would of the
@@ -160,11 +205,44 @@ mod tests {
 
     #[test]
     fn a_host_field_is_kept_and_an_ended_stream_has_no_body() {
-        let p = parts(http::Request::builder().uri("http://a.test/").header("host", "b.test").body(()).unwrap());
+        let p = parts(http::Request::builder().uri("http://a.test/").header("host", "A.test:80").body(()).unwrap());
         let r = Request::new(&p, true);
         assert_eq!(r.head.headers.len(), 1);
-        assert_eq!(r.field(&r.head.headers[0].1), b"b.test");
+        assert_eq!(r.field(&r.head.headers[0].1), b"A.test:80");
         assert!(matches!(r.head.framing, Framing::Length(0)));
+        assert_eq!(r.malformed, None);
+    }
+
+    #[test]
+    fn a_host_field_must_name_the_authority_once() {
+        let fault = |uri: &str, hosts: &[&str]| {
+            let mut b = http::Request::builder().uri(uri);
+            for h in hosts {
+                b = b.header("host", *h);
+            }
+            Request::new(&parts(b.body(()).unwrap()), true).malformed
+        };
+        let differs = Some("Host differs from :authority");
+        assert_eq!(fault("http://a.test/", &["b.test"]), differs);
+        assert_eq!(fault("http://a.test/", &["a.test:8080"]), differs);
+        assert_eq!(fault("http://a.test/", &["a.test:443"]), differs);
+        assert_eq!(fault("https://a.test/", &["a.test:443"]), None);
+        assert_eq!(fault("https://a.test:0443/", &["A.TEST"]), None);
+        assert_eq!(fault("http://[::1]:8000/", &["[::1]:8000"]), None);
+        assert_eq!(fault("http://[::1]:8000/", &["[::2]:8000"]), differs);
+        assert_eq!(fault("http://a.test/", &["a.test", "a.test"]), Some("duplicate Host"));
+        assert_eq!(fault("http://a.test/", &["a test"]), Some("invalid Host"));
+        assert_eq!(fault("/", &["a test"]), Some("invalid Host"));
+        assert_eq!(fault("http://user@a.test/", &[]), Some("invalid :authority"));
+        assert_eq!(fault("/", &["b.test"]), None);
+        assert_eq!(fault("http://a.test/", &[]), None);
+        let limits =
+            Limits { request_line: 100, header_size: 1 << 20, field_size: 100, header_count: 10, body_size: 0 };
+        let r = Request::new(
+            &parts(http::Request::builder().uri("http://a.test/").header("host", "b").body(()).unwrap()),
+            true,
+        );
+        assert_eq!(r.refusal(&limits), Some(Reject::BadRequest("Host differs from :authority")));
     }
 
     #[test]

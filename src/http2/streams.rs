@@ -132,12 +132,13 @@ impl H2Protocol {
             h2: true,
             connect_protocol: request.protocol.as_deref(),
         };
-        if let Some(files) = state.static_files.as_ref().filter(|_| request.protocol.is_none()) {
+        let refused = request.refusal(&st.limits);
+        if let Some(files) = state.static_files.as_ref().filter(|_| request.protocol.is_none() && refused.is_none()) {
             if self.serve_static(py, &mut c.core, files, id, &view, head_method, outs)? {
                 return Ok(());
             }
         }
-        let served = match request.over_limits(&st.limits) {
+        let served = match refused {
             Some(refused) => Err(refused),
             None => state.dispatch.request(py, &view),
         };
