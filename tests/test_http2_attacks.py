@@ -560,6 +560,16 @@ def test_a_host_field_that_is_not_the_authority_is_refused(server, hosts, status
     c.close()
 
 
+@pytest.mark.parametrize("value, status", [(b"a ", "400"), (b"\ta", "400"), (b"a b", "200")])
+def test_a_field_value_with_whitespace_around_it_is_refused(server, value, status):
+    """HTTP/1.1 strips the whitespace around a value; in HTTP/2 a value has none, and one
+    with some makes the request malformed (RFC 9113 §8.2.1): 400, and no app sees it."""
+    c = Raw(server.port_number)
+    c.send(c.headers(1, b"/version", fields=[(b"x-field", value)]))
+    assert answer(c, 1)[0] == status
+    c.close()
+
+
 def test_streams_past_the_concurrency_limit_are_refused(server):
     c = Raw(server.port_number)
     for i in range(150):

@@ -78,7 +78,7 @@ impl Request {
             _ if parts.method == http::Method::OPTIONS => push(&mut buf, b"*"),
             _ => push(&mut buf, b"/"),
         };
-        let malformed = host_fault(parts);
+        let mut malformed = host_fault(parts);
         let mut headers = Vec::with_capacity(parts.headers.len() + 1);
         if let Some(a) = parts.uri.authority().map(|a| a.as_str()) {
             if !parts.headers.contains_key(http::header::HOST) {
@@ -90,6 +90,11 @@ impl Request {
         let mut cookie: Option<(Range<usize>, Vec<u8>)> = None;
         let mut length = None;
         for (name, value) in &parts.headers {
+            // RFC 9113 §8.2.1: where HTTP/1.1 would strip it, HTTP/2 has no whitespace
+            // around a value; a field with some is malformed (`h2` checks the other rules).
+            if matches!(value.as_bytes(), [b' ' | b'\t', ..] | [.., b' ' | b'\t']) {
+                malformed = malformed.or(Some("whitespace around a field value"));
+            }
             if name == http::header::COOKIE {
                 match &mut cookie {
                     Some((_, joined)) => {
@@ -213,6 +218,10 @@ mod tests {
         assert_eq!(r.malformed, None);
     }
 
+    fn fault_of(b: http::request::Builder) -> Option<&'static str> {
+        Request::new(&parts(b.body(()).unwrap()), true).malformed
+    }
+
     #[test]
     fn a_host_field_must_name_the_authority_once() {
         let fault = |uri: &str, hosts: &[&str]| {
@@ -236,6 +245,12 @@ mod tests {
         assert_eq!(fault("http://user@a.test/", &[]), Some("invalid :authority"));
         assert_eq!(fault("/", &["b.test"]), None);
         assert_eq!(fault("http://a.test/", &[]), None);
+        let spaced = |v: &str| fault_of(http::Request::builder().uri("/").header("x-a", v));
+        assert_eq!(spaced("a b"), None);
+        assert_eq!(spaced(""), None);
+        for v in [" a", "a ", "\ta", "a\t", " "] {
+            assert_eq!(spaced(v), Some("whitespace around a field value"), "{v:?}");
+        }
         let limits =
             Limits { request_line: 100, header_size: 1 << 20, field_size: 100, header_count: 10, body_size: 0 };
         let r = Request::new(
