@@ -570,6 +570,31 @@ def test_a_field_value_with_whitespace_around_it_is_refused(server, value, statu
     c.close()
 
 
+def test_a_connection_lingering_after_its_goaway_does_not_hold_up_shutdown():
+    """After a connection error the server lingers for the client to close (so that a reset
+    does not destroy its GOAWAY), up to the keep-alive timeout; a server shutting down does
+    not wait for that client."""
+    with serving_app("--timeout-keep-alive", "60") as proc:
+        c = Raw(proc.port_number)
+        c.send(f.WindowUpdateFrame(0, window_increment=0))  # a connection error
+        code = None
+        for frame in c.frames(timeout=5):
+            if isinstance(frame, f.GoAwayFrame):
+                code = frame.error_code
+                break
+        assert code == 0x1  # PROTOCOL_ERROR
+        started = time.monotonic()
+        proc.stop(timeout=20)
+        assert time.monotonic() - started < 10
+        c.sock.settimeout(5)
+        try:
+            rest = c.sock.recv(65536)
+        except ConnectionResetError:
+            rest = b""
+        assert rest == b""  # closed, not still lingering
+        c.close()
+
+
 def test_streams_past_the_concurrency_limit_are_refused(server):
     c = Raw(server.port_number)
     for i in range(150):

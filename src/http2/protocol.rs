@@ -510,12 +510,21 @@ impl H2Protocol {
     }
 
     /// Graceful shutdown: GOAWAY with the last stream id; the streams in flight finish,
-    /// then the connection closes.
+    /// then the connection closes. One that lingers after its last GOAWAY (`linger_close`)
+    /// closes at once: a server shutting down does not wait for its clients.
     fn shutdown(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let restart = slf.get().state.get().settings.draining.load(std::sync::atomic::Ordering::Relaxed);
         let outs = {
             let mut c = slf.get().lock(py)?;
+            if c.closed {
+                let lingering = c.transport.as_ref().map(|t| t.clone_ref(py));
+                drop(c);
+                return match lingering {
+                    Some(t) => t.call_method0(py, intern!(py, "close")).map(drop),
+                    None => Ok(()),
+                };
+            }
             c.core.graceful_shutdown();
             c.tunnels.values().map(|t| Out::TunnelShutdown(t.transport.clone_ref(py), restart)).collect()
         };
