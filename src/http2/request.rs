@@ -229,7 +229,7 @@ mod tests {
             for h in hosts {
                 b = b.header("host", *h);
             }
-            Request::new(&parts(b.body(()).unwrap()), true).malformed
+            fault_of(b)
         };
         let differs = Some("Host differs from :authority");
         assert_eq!(fault("http://a.test/", &["b.test"]), differs);
