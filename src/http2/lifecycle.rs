@@ -66,6 +66,17 @@ impl H2Protocol {
         Ok(())
     }
 
+    /// The linger after the last GOAWAY (`linger_close`) is over, because its time ran out
+    /// or the server shuts down: the socket closes.
+    pub(super) fn end_linger(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let t = slf.get().lock(py)?.transport.as_ref().map(|t| t.clone_ref(py));
+        match t {
+            Some(t) => t.call_method0(py, intern!(py, "close")).map(drop),
+            None => Ok(()),
+        }
+    }
+
     /// With no stream open, the connection closes after the keep-alive timeout.
     pub(super) fn arm_idle(slf: &Bound<'_, Self>, delay: f64) -> PyResult<()> {
         let py = slf.py();
@@ -95,13 +106,9 @@ impl H2Protocol {
                 return Ok(());
             }
             if c.closed {
-                // The client did not close its side within the linger (see `linger_close`).
-                let t = c.transport.as_ref().map(|t| t.clone_ref(py));
+                // The client did not close its side within the linger.
                 drop(c);
-                if let Some(t) = t {
-                    t.call_method0(py, intern!(py, "close"))?;
-                }
-                return Ok(());
+                return Self::end_linger(slf);
             }
             if c.core.has_streams() || !c.streams.is_empty() {
                 timeout

@@ -518,12 +518,8 @@ impl H2Protocol {
         let outs = {
             let mut c = slf.get().lock(py)?;
             if c.closed {
-                let lingering = c.transport.as_ref().map(|t| t.clone_ref(py));
                 drop(c);
-                return match lingering {
-                    Some(t) => t.call_method0(py, intern!(py, "close")).map(drop),
-                    None => Ok(()),
-                };
+                return Self::end_linger(slf);
             }
             c.core.graceful_shutdown();
             c.tunnels.values().map(|t| Out::TunnelShutdown(t.transport.clone_ref(py), restart)).collect()
