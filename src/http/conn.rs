@@ -14,6 +14,9 @@ use crate::transport::stream::Hold;
 pub trait World: 'static {
     /// A large body part written by reference, not copied next to its head.
     type Bytes;
+    /// Whether `Bytes` refers to the application's bytes: if making one copies them, a body
+    /// part is copied next to its head instead, once.
+    const BY_REFERENCE: bool;
     /// The request as the access log formats it.
     type Log;
     /// The driver's objects for one connection.

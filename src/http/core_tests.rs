@@ -15,6 +15,7 @@ struct Plain;
 
 impl World for Plain {
     type Bytes = Vec<u8>;
+    const BY_REFERENCE: bool = true;
     type Log = &'static str;
     type Objects = ();
     type RequestObjects = ();

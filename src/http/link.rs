@@ -13,6 +13,7 @@ pub struct Loop;
 
 impl World for Loop {
     type Bytes = Py<PyBytes>;
+    const BY_REFERENCE: bool = true;
     type Log = Py<PyAny>;
     type Objects = Link;
     type RequestObjects = Readers;

@@ -10,11 +10,7 @@ use super::head::{frame_head, Framing, ResponseHead};
 use super::reading::record;
 use super::response::{bodiless, push_decimal, reason};
 use super::settings::Settings;
-use crate::transport::stream::Hold;
-
-/// Above this size a body part is written as its own object instead of being copied next
-/// to the head.
-const COPY_LIMIT: usize = 16 * 1024;
+use crate::transport::stream::{Hold, HOLD_SMALL};
 
 /// A part of the response.
 pub enum Part<'a, W: World> {
@@ -337,7 +333,10 @@ fn take_body_part<W: World>(
         }
         Ok(framed) => {
             if framed.send {
-                if data.len() > COPY_LIMIT {
+                // A part the transport would not hold for the end of the iteration leaves
+                // at once either way: written by reference, it costs no copy. A smaller one
+                // is copied next to the head, so that it can be held with it.
+                if W::BY_REFERENCE && data.len() > HOLD_SMALL {
                     big = Some(object());
                 } else {
                     out.extend_from_slice(data);

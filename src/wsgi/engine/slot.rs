@@ -22,6 +22,7 @@ impl World for Threads {
     /// Body parts are copied into the output buffer: they are written with the GIL
     /// released, when no Python object may be read.
     type Bytes = Vec<u8>;
+    const BY_REFERENCE: bool = false;
     /// The request (`WsgiRequest`), for the access log.
     type Log = Py<PyAny>;
     type Objects = Link;
