@@ -12,7 +12,7 @@ use super::reader::{Message, MessageReader};
 use crate::event_loop::create_future;
 use crate::pyutil::report_step;
 use crate::sync::{GilCell, GilGuard};
-use crate::transport::stream::{Held, Hold};
+use crate::transport::stream::{Held, Hold, HOLD_SMALL};
 use crate::transport::writer::Writer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -143,8 +143,9 @@ pub enum Payload<'py> {
 }
 
 /// Above this size a binary message's payload is written by reference, not copied behind
-/// its header.
-const BY_REFERENCE: usize = 16 * 1024;
+/// its header: the transport would not hold such a message for the end of the iteration,
+/// so it leaves at once either way.
+const BY_REFERENCE: usize = HOLD_SMALL;
 
 /// Why the application cannot send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
