@@ -104,6 +104,25 @@ fn a_request_is_answered_and_the_connection_kept() {
 }
 
 #[test]
+fn a_body_part_that_would_not_be_held_goes_by_reference_and_a_small_one_with_its_head() {
+    use crate::transport::stream::HOLD_SMALL;
+    let st = settings();
+    for (size, by_reference) in [(HOLD_SMALL, false), (HOLD_SMALL + 1, true)] {
+        let mut c = Conn::<Plain>::new(());
+        let mut acts = Vec::new();
+        c.rbuf.extend_from_slice(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let gen = begin(&mut c, &st, &mut acts);
+        let body = vec![b'x'; size];
+        respond(&mut c, &st, gen, &body, &mut acts);
+        let objects: Vec<usize> =
+            acts.iter().filter_map(|a| if let Act::WriteObj(v, _) = a { Some(v.len()) } else { None }).collect();
+        assert_eq!(objects, if by_reference { vec![size] } else { vec![] }, "{size} bytes");
+        let (out, _) = wire(&acts);
+        assert!(out.ends_with(&format!("content-length: {size}\r\n\r\n{}", "x".repeat(size))), "{size} bytes");
+    }
+}
+
+#[test]
 fn pipelined_requests_wait_for_the_response_before_them() {
     let st = settings();
     let mut c = Conn::<Plain>::new(());
