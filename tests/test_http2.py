@@ -130,6 +130,60 @@ def test_answers_leave_while_the_rest_of_a_burst_of_streams_is_served(loop):
     assert max(shared["peeked"]) > 2 * 1024, shared["peeked"]
 
 
+def test_an_answer_given_outside_the_connections_callbacks_leaves_in_the_same_iteration(sf_loop):
+    """An app that answers after an await gives its response outside the connection's own
+    callbacks; the frames go out at the end of that loop iteration, not in a callback of
+    the next one. Such a callback would sit in the loop's ready queue, where it makes the
+    apps of the other connections read meanwhile start as plain tasks, in a later
+    iteration, instead of at once (eagerly). The app schedules a peek at the client's
+    socket for the next iteration before it answers: the answer is there by then."""
+    peeked = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await asyncio.sleep(0)
+        sock = shared["socket"]
+        asyncio.get_running_loop().call_soon(
+            lambda: peeked.append(len(sock.recv(1 << 16, socket.MSG_PEEK | socket.MSG_DONTWAIT))))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"late answer"})
+
+    shared = {}
+
+    def client(port):
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+        conn.initiate_connection()
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.settimeout(10)
+            sock.sendall(conn.data_to_send())
+            while not any(isinstance(e, h2.events.RemoteSettingsChanged) for e in conn.receive_data(sock.recv(65536))):
+                pass
+            sock.sendall(conn.data_to_send())  # the SETTINGS acknowledgement
+            shared["socket"] = socket.socket(fileno=os.dup(sock.fileno()))
+            sid = conn.get_next_available_stream_id()
+            conn.send_headers(sid, [(b":method", b"GET"), (b":path", b"/"), (b":scheme", b"http"),
+                                    (b":authority", b"localhost")], end_stream=True)
+            sock.sendall(conn.data_to_send())
+            body = b""
+            while True:
+                events = conn.receive_data(sock.recv(65536))
+                body += b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived))
+                if any(isinstance(e, h2.events.StreamEnded) for e in events):
+                    break
+        shared["socket"].close()
+        return body
+
+    async def main():
+        async with serving(app) as server:
+            return await asyncio.get_running_loop().run_in_executor(None, client, port_of(server))
+
+    assert run(sf_loop, main()) == b"late answer"
+    # The client read the SETTINGS acknowledgement and nothing else before the request, so
+    # what the peek sees is the answer's frames (HEADERS and DATA: more than the body).
+    assert peeked and peeked[0] > len(b"late answer"), peeked
+
+
 def test_http11_still_served_beside_http2(loop):
     async def main():
         async with serving(probe_app) as server:

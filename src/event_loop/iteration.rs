@@ -51,7 +51,7 @@ impl LoopCore {
                 }
             }
             let mut deadline = None;
-            let timeout = if !st.ready.is_empty() || !st.deferred.is_empty() || st.stopping {
+            let timeout = if !st.ready.is_empty() || !st.at_end.is_empty() || !st.deferred.is_empty() || st.stopping {
                 Some(Duration::ZERO)
             } else if let Some((when, _)) = st.timers.peek() {
                 let secs = (when - monotonic()).clamp(0.0, MAX_POLL_SECONDS);
@@ -181,7 +181,10 @@ impl LoopCore {
         // Exactly the callbacks ready now run in this iteration; what they schedule waits for
         // the next one. Taken in one batch; handles cancelled meanwhile are skipped by `run`.
         let batch: Vec<Ready> = this.state.lock(py)?.ready.drain(..).collect();
-        let ran = Self::run_ready(slf, batch);
+        let ran = Self::run_ready(slf, batch).and_then(|()| {
+            let at_end = std::mem::take(&mut this.state.lock(py)?.at_end);
+            Self::run_ready(slf, at_end.into_iter().map(Ready::Call).collect())
+        });
         // Held writes go out even when a callback raised KeyboardInterrupt or SystemExit.
         let flushed = Self::flush_deferred(slf);
         ran.and(flushed)

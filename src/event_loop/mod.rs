@@ -60,6 +60,9 @@ struct State {
     deferred: Vec<Py<StreamCore>>,
     /// Bytes held so in this iteration (see `HOLD_BUDGET`).
     held_bytes: usize,
+    /// Callbacks for the end of this iteration, after its ready callbacks and before its
+    /// held writes (`call_at_iteration_end`).
+    at_end: Vec<Py<Handle>>,
     stopping: bool,
     /// The last iteration polled for I/O (see `run_once`).
     polled: bool,
@@ -314,7 +317,7 @@ impl LoopCore {
     fn _close_core(&self, py: Python<'_>) -> PyResult<()> {
         self.closed.store(true, Ordering::SeqCst);
         self.release_handoffs();
-        let (ready, timers, io, deferred) = {
+        let (ready, at_end, timers, io, deferred) = {
             let mut st = self.state.lock(py)?;
             let io: Vec<(RawFd, IoEntry)> = st.io.drain().collect();
             for (fd, entry) in &io {
@@ -322,7 +325,8 @@ impl LoopCore {
             }
             st.rearm.clear();
             st.lingering.clear();
-            (std::mem::take(&mut st.ready), st.timers.drain(), io, std::mem::take(&mut st.deferred))
+            let at_end = std::mem::take(&mut st.at_end);
+            (std::mem::take(&mut st.ready), at_end, st.timers.drain(), io, std::mem::take(&mut st.deferred))
         };
         drop(deferred);
         for t in &timers {
@@ -334,7 +338,10 @@ impl LoopCore {
                 hand_back(h.bind(py));
             }
         }
-        drop((ready, timers));
+        for h in &at_end {
+            hand_back(h.bind(py));
+        }
+        drop((ready, at_end, timers));
         for (_, entry) in io {
             drop(entry.owner);
             for h in [entry.reader, entry.writer].into_iter().flatten() {
@@ -512,6 +519,9 @@ impl LoopCore {
                     }
                 }
             }
+            for h in &st.at_end {
+                visit.call(h)?;
+            }
             for t in st.timers.iter() {
                 visit.call(t)?;
             }
@@ -544,6 +554,9 @@ impl LoopCore {
                     hand_back(h.bind(py));
                 }
             }
+            for h in &st.at_end {
+                hand_back(h.bind(py));
+            }
             for t in st.timers.iter() {
                 hand_back(t.bind(py).as_super());
             }
@@ -556,6 +569,16 @@ impl LoopCore {
         let factory = self.task_factory.try_lock(py).and_then(|mut f| f.take());
         drop(taken);
         drop(factory);
+    }
+}
+
+/// `lp.call_soon(callback)`, except on swordfish's loop, where `callback` runs at the end of
+/// this iteration (`LoopCore::call_at_iteration_end`): after the callbacks ready now, and
+/// without counting among those that wait for the next one.
+pub(crate) fn call_at_iteration_end(lp: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+    match lp.cast::<LoopCore>() {
+        Ok(core) => LoopCore::call_at_iteration_end(core, callback),
+        Err(_) => lp.call_method1(pyo3::intern!(lp.py(), "call_soon"), (callback,)).map(drop),
     }
 }
 

@@ -62,12 +62,26 @@ impl LoopCore {
         method: &str,
         check_thread: bool,
     ) -> PyResult<Py<Handle>> {
+        let handle = Self::soon_handle(slf, callback, args, context, method, check_thread)?;
+        slf.get().state.lock(slf.py())?.ready.push_back(Ready::Call(handle.clone_ref(slf.py())));
+        Ok(handle)
+    }
+
+    /// The handle of a callback to run without a delay (a spare one refilled when there is).
+    fn soon_handle(
+        slf: &Bound<'_, Self>,
+        callback: &Bound<'_, PyAny>,
+        args: CallArgs,
+        context: HandleContext,
+        method: &str,
+        check_thread: bool,
+    ) -> PyResult<Py<Handle>> {
         let this = slf.get();
         let py = slf.py();
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, check_thread)?;
         let spare = if this.debug() { None } else { this.spare.lock(py)?.take_handle() };
-        let handle = match spare {
+        Ok(match spare {
             Some(h) => {
                 h.get().refill(py, callback.clone().unbind(), args, context)?;
                 h
@@ -77,9 +91,19 @@ impl LoopCore {
                 this.hold(h.bind(py).as_any());
                 h
             }
-        };
-        this.state.lock(py)?.ready.push_back(Ready::Call(handle.clone_ref(py)));
-        Ok(handle)
+        })
+    }
+
+    /// Run `callback` at the end of this iteration, after the callbacks ready now and before
+    /// the held writes go out; one added while those run waits for the next iteration's
+    /// end. Unlike `call_soon`'s, it is not among `callbacks_waiting`: a connection that
+    /// writes what its streams answered this iteration (HTTP/2's flush) does not make the
+    /// applications started after it wait for a later iteration.
+    pub(crate) fn call_at_iteration_end(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        let context = Self::handle_context(slf, callback, None);
+        let handle = Self::soon_handle(slf, callback, CallArgs::Zero, context, "call_soon", false)?;
+        slf.get().state.lock(slf.py())?.at_end.push(handle);
+        Ok(())
     }
 
     pub(super) fn schedule_at(

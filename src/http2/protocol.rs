@@ -10,8 +10,8 @@
 //! As in `HttpProtocol`, the state sits behind a lock never held across a call into
 //! Python: what calls out is collected as `Out`s and run after unlocking. Response parts
 //! an application gives while the connection runs its callbacks (`pumping`) are written
-//! when they return; one given later queues one `_flush` on the loop, so that the
-//! streams answered in one loop iteration leave in one write. A pass starts at most
+//! when they return; one given later queues one `_flush` for the end of the loop
+//! iteration, so that the streams answered in one iteration leave in one write. A pass starts at most
 //! `STARTS_PER_PASS` applications, so that the first of many streams read at once are
 //! answered while the rest are served.
 
@@ -50,7 +50,7 @@ pub struct H2Conn {
     pub(super) reading_paused: bool,
     /// The connection is running its callbacks: response parts are written at their end.
     pub pumping: bool,
-    /// A `_flush` is queued on the loop.
+    /// A `_flush` is queued for the end of the loop iteration.
     pub(super) flush_queued: bool,
     /// The transport was asked to close (after the last frames).
     pub(super) closed: bool,
@@ -369,7 +369,7 @@ impl H2Protocol {
                     Out::ArmStall(delay) => Self::arm_stall(slf, delay)?,
                     Out::QueueFlush => {
                         let cb = slf.getattr(intern!(py, "_flush"))?;
-                        state.lp.call_method1(py, intern!(py, "call_soon"), (cb,))?;
+                        crate::event_loop::call_at_iteration_end(state.lp.bind(py), &cb)?;
                     }
                 }
                 Ok(())
