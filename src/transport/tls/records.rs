@@ -3,7 +3,7 @@
 //! and sealed records drained into a buffer. The loop's `TlsCore` (`engine.rs`) and the
 //! WSGI thread engine (`wsgi/engine/tls.rs`) wrap it with their own buffering.
 
-use std::io::Read;
+use std::io::BufRead;
 use std::sync::Arc;
 
 /// A server connection for `config`, with no limit of its own on what waits to be sent:
@@ -19,6 +19,9 @@ pub fn server(config: Arc<rustls::ServerConfig>) -> Result<rustls::ServerConnect
 /// whether the client has closed (close_notify), or the failure (a bad record, a refused
 /// handshake: its alert is then waiting to be sent).
 pub fn open(conn: &mut rustls::ServerConnection, mut data: &[u8], plain: &mut Vec<u8>) -> Result<bool, rustls::Error> {
+    // The plaintext is shorter than its records: room for all of it at once, rather than
+    // a reallocation (and a copy of what came before) each time the buffer doubles.
+    plain.reserve(data.len());
     let mut closed = false;
     while !data.is_empty() {
         match conn.read_tls(&mut data) {
@@ -28,14 +31,18 @@ pub fn open(conn: &mut rustls::ServerConnection, mut data: &[u8], plain: &mut Ve
         }
         let state = conn.process_new_packets()?;
         closed |= state.peer_has_closed();
-        let ready = state.plaintext_bytes_to_read();
-        if ready > 0 {
-            let at = plain.len();
-            plain.resize(at + ready, 0);
-            if let Err(e) = conn.reader().read_exact(&mut plain[at..]) {
-                plain.truncate(at);
-                return Err(rustls::Error::General(e.to_string()));
+        // Copied out of rustls's queue as it lies (`fill_buf`), not into zeroed room first.
+        let mut ready = state.plaintext_bytes_to_read();
+        let mut reader = conn.reader();
+        while ready > 0 {
+            let chunk = reader.fill_buf().map_err(|e| rustls::Error::General(e.to_string()))?;
+            let n = chunk.len().min(ready);
+            if n == 0 {
+                break;
             }
+            plain.extend_from_slice(&chunk[..n]);
+            reader.consume(n);
+            ready -= n;
         }
     }
     Ok(closed)
