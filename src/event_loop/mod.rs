@@ -36,6 +36,13 @@ mod scheduling;
 use io_registry::IoEntry;
 pub(crate) use io_registry::Which;
 
+/// Where a callback scheduled without a delay waits: among the ready callbacks (for the
+/// next iteration, when scheduled from a callback), or for the end of this iteration.
+enum Queue {
+    Ready,
+    IterationEnd,
+}
+
 /// One entry of the ready queue: a callback, a native transport's readiness event, or the
 /// next step of a native task (`crate::tasks`).
 enum Ready {
@@ -225,7 +232,7 @@ impl LoopCore {
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
         let context = Self::handle_context(slf, callback, context);
-        Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon", true)
+        Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon", true, Queue::Ready)
     }
 
     #[pyo3(signature = (callback, *args, context=None))]
@@ -236,8 +243,15 @@ impl LoopCore {
         context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<Handle>> {
         let context = Self::handle_context(slf, callback, context);
-        let handle =
-            Self::schedule_soon(slf, callback, CallArgs::from_tuple(args)?, context, "call_soon_threadsafe", false)?;
+        let handle = Self::schedule_soon(
+            slf,
+            callback,
+            CallArgs::from_tuple(args)?,
+            context,
+            "call_soon_threadsafe",
+            false,
+            Queue::Ready,
+        )?;
         slf.get().wake();
         Ok(handle)
     }

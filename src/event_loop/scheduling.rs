@@ -1,7 +1,7 @@
 //! Scheduling callbacks: the handles that `call_soon`, `call_later` and `call_at` make (and
 //! reuse), the ready queue and the timer queue they go into, and waking a parked loop.
 
-use super::{LoopCore, Ready};
+use super::{LoopCore, Queue, Ready};
 use crate::call_args::CallArgs;
 use crate::context::Captured;
 use crate::handles::{hand_back, hide_from_gc, Handle, HandleContext, TimerHandle};
@@ -54,6 +54,8 @@ impl LoopCore {
         Ok(h)
     }
 
+    /// A handle for `callback` without a delay (a spare one refilled when there is), queued
+    /// among the ready callbacks or for the end of this iteration.
     pub(super) fn schedule_soon(
         slf: &Bound<'_, Self>,
         callback: &Bound<'_, PyAny>,
@@ -61,27 +63,14 @@ impl LoopCore {
         context: HandleContext,
         method: &str,
         check_thread: bool,
-    ) -> PyResult<Py<Handle>> {
-        let handle = Self::soon_handle(slf, callback, args, context, method, check_thread)?;
-        slf.get().state.lock(slf.py())?.ready.push_back(Ready::Call(handle.clone_ref(slf.py())));
-        Ok(handle)
-    }
-
-    /// The handle of a callback to run without a delay (a spare one refilled when there is).
-    fn soon_handle(
-        slf: &Bound<'_, Self>,
-        callback: &Bound<'_, PyAny>,
-        args: CallArgs,
-        context: HandleContext,
-        method: &str,
-        check_thread: bool,
+        queue: Queue,
     ) -> PyResult<Py<Handle>> {
         let this = slf.get();
         let py = slf.py();
         this.check_closed()?;
         let tb = Self::debug_prepare(slf, callback, method, check_thread)?;
         let spare = if this.debug() { None } else { this.spare.lock(py)?.take_handle() };
-        Ok(match spare {
+        let handle = match spare {
             Some(h) => {
                 h.get().refill(py, callback.clone().unbind(), args, context)?;
                 h
@@ -91,7 +80,13 @@ impl LoopCore {
                 this.hold(h.bind(py).as_any());
                 h
             }
-        })
+        };
+        let mut st = this.state.lock(py)?;
+        match queue {
+            Queue::Ready => st.ready.push_back(Ready::Call(handle.clone_ref(py))),
+            Queue::IterationEnd => st.at_end.push(handle.clone_ref(py)),
+        }
+        Ok(handle)
     }
 
     /// Run `callback` at the end of this iteration, after the callbacks ready now and before
@@ -101,8 +96,7 @@ impl LoopCore {
     /// applications started after it wait for a later iteration.
     pub(crate) fn call_at_iteration_end(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
         let context = Self::handle_context(slf, callback, None);
-        let handle = Self::soon_handle(slf, callback, CallArgs::Zero, context, "call_soon", false)?;
-        slf.get().state.lock(slf.py())?.at_end.push(handle);
+        Self::schedule_soon(slf, callback, CallArgs::Zero, context, "call_soon", false, Queue::IterationEnd)?;
         Ok(())
     }
 
@@ -246,14 +240,14 @@ impl LoopCore {
             Some(c) => HandleContext::Captured(c),
             None => Self::handle_context(slf, callback, None),
         };
-        Self::schedule_soon(slf, callback, args, context, "call_soon", true)?;
+        Self::schedule_soon(slf, callback, args, context, "call_soon", true, Queue::Ready)?;
         Ok(())
     }
 
     /// `call_soon(callback)` for native code.
     pub(crate) fn call_soon_internal_noarg(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
         let context = Self::handle_context(slf, callback, None);
-        Self::schedule_soon(slf, callback, CallArgs::Zero, context, "call_soon", false)?;
+        Self::schedule_soon(slf, callback, CallArgs::Zero, context, "call_soon", false, Queue::Ready)?;
         Ok(())
     }
 
@@ -265,7 +259,7 @@ impl LoopCore {
     ) -> PyResult<()> {
         let args = CallArgs::One(arg.clone().unbind());
         let context = Self::handle_context(slf, callback, None);
-        Self::schedule_soon(slf, callback, args, context, "call_soon", false)?;
+        Self::schedule_soon(slf, callback, args, context, "call_soon", false, Queue::Ready)?;
         Ok(())
     }
 }
