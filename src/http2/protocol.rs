@@ -11,9 +11,9 @@
 //! Python: what calls out is collected as `Out`s and run after unlocking. Response parts
 //! an application gives while the connection runs its callbacks (`pumping`) are written
 //! when they return; one given later queues one `_flush` for the end of the loop
-//! iteration, so that the streams answered in one iteration leave in one write. A pass starts at most
-//! `STARTS_PER_PASS` applications, so that the first of many streams read at once are
-//! answered while the rest are served.
+//! iteration, so that the streams answered in one iteration leave in one write. A pass
+//! starts at most `STARTS_PER_PASS` applications, so that the first of many streams read
+//! at once are answered while the rest are served.
 
 use super::core::H2Core;
 use super::streams::StreamObjects;
