@@ -248,23 +248,11 @@ class H2WebSocket:
         """Open a WebSocket on `path`; `(socket, response)`, the socket None unless the
         server answered 2xx."""
         from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
-        from websockets.headers import build_extension, parse_extension
+        from websockets.headers import parse_extension
 
-        while not client.conn.remote_settings.enable_connect_protocol:
-            assert await client.pump(), "the server did not enable the extended CONNECT"
         factory = ClientPerMessageDeflateFactory()
-        sid = client.conn.get_next_available_stream_id()
-        fields = [(b":method", b"CONNECT"), (b":protocol", b"websocket"), (b":scheme", b"http"),
-                  (b":path", path), (b":authority", b"localhost"), (b"sec-websocket-version", b"13")]
-        if subprotocols:
-            fields.append((b"sec-websocket-protocol", ", ".join(subprotocols).encode()))
-        if deflate:
-            offer = build_extension([(factory.name, factory.get_request_params())])
-            fields.append((b"sec-websocket-extensions", offer.encode()))
-        fields += list(headers)
-        client.conn.send_headers(sid, fields)
+        sid = await cls.ask(client, path, subprotocols, headers, factory if deflate else None)
         client.responses[sid] = r = Response()
-        client.flush()
         while r.status is None and r.reset is None:
             assert await client.pump(), "the connection closed before the answer"
         if r.status is None or not 200 <= r.status < 300:
@@ -275,6 +263,26 @@ class H2WebSocket:
             assert deflate and name == factory.name, name
             extensions.append(factory.process_response_params(params, []))
         return cls(client, sid, extensions), r
+
+    @staticmethod
+    async def ask(client, path, subprotocols=(), headers=(), deflate=None):
+        """Send the extended CONNECT for `path` (offering the `deflate` factory's
+        extension, if any) once the server has enabled it: the stream's id."""
+        from websockets.headers import build_extension
+
+        while not client.conn.remote_settings.enable_connect_protocol:
+            assert await client.pump(), "the server did not enable the extended CONNECT"
+        sid = client.conn.get_next_available_stream_id()
+        fields = [(b":method", b"CONNECT"), (b":protocol", b"websocket"), (b":scheme", b"http"),
+                  (b":path", path), (b":authority", b"localhost"), (b"sec-websocket-version", b"13")]
+        if subprotocols:
+            fields.append((b"sec-websocket-protocol", ", ".join(subprotocols).encode()))
+        if deflate is not None:
+            offer = build_extension([(deflate.name, deflate.get_request_params())])
+            fields.append((b"sec-websocket-extensions", offer.encode()))
+        client.conn.send_headers(sid, fields + list(headers))
+        client.flush()
+        return sid
 
     async def _send(self):
         for chunk in self.proto.data_to_send():

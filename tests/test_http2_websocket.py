@@ -25,7 +25,7 @@ STATE = {}
 async def ws_app(scope, receive, send):
     """`/echo` echoes; `/deny` refuses with a close, `/teapot` with its own response;
     `/bye` sends a message and closes; `/hold` reads nothing until STATE["release"] is
-    set, then sums what comes. Plain `http` requests get their path back."""
+    set, then sums what comes; `/late` accepts once STATE["server"] is shutting down. Plain `http` requests get their path back."""
     if scope["type"] == "http":
         await read_all(receive)
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -37,6 +37,10 @@ async def ws_app(scope, receive, send):
     if path == "/deny":
         await send({"type": "websocket.close"})
         return
+    if path == "/late":  # decided only once the server has begun its shutdown
+        STATE["deciding"].set()
+        while not STATE["server"].state.shutting_down:
+            await asyncio.sleep(0.005)  # polling the server's state: nothing signals it
     if path == "/teapot":
         await send({"type": "websocket.http.response.start", "status": 418, "headers": [(b"x-why", b"tea")]})
         await send({"type": "websocket.http.response.body", "body": b"short and stout"})
@@ -233,6 +237,36 @@ def answer_ping(c, frame):
         c.writer.write(ack.serialize())
 
 
+async def closed_by_the_shutdown(c, ws):
+    """Read `c`'s connection raw through the server's graceful shutdown (the `h2` library
+    takes the first GOAWAY for the end of the connection, while the stream goes on, RFC
+    9113 §6.8), answering PINGs, until `ws`'s close frame and a GOAWAY came; answer the
+    close and read on until the connection closes. (the close, whether a HEADERS came on
+    the stream, whether the stream ended, how many GOAWAYs)"""
+    close, headers, goaway, ended = None, False, 0, False
+    while close is None or not goaway:
+        f = await read_frames(c.reader)
+        answer_ping(c, f)
+        if isinstance(f, hyperframe.frame.GoAwayFrame):
+            goaway += 1
+        elif isinstance(f, hyperframe.frame.HeadersFrame) and f.stream_id == ws.sid:
+            headers = True
+        elif isinstance(f, hyperframe.frame.DataFrame) and f.stream_id == ws.sid:
+            ws.proto.receive_data(bytes(f.data))
+            for frame in ws.proto.events_received():
+                close = Close.parse(frame.data)
+    for chunk in ws.proto.data_to_send():  # the close's echo
+        if chunk:
+            c.writer.write(hyperframe.frame.DataFrame(ws.sid, data=chunk).serialize())
+    with pytest.raises(asyncio.IncompleteReadError):  # then the connection closes
+        while True:
+            f = await read_frames(c.reader)
+            answer_ping(c, f)
+            ended |= f.stream_id == ws.sid and "END_STREAM" in f.flags
+            goaway += isinstance(f, hyperframe.frame.GoAwayFrame)
+    return close, headers, ended, goaway
+
+
 def test_graceful_shutdown_closes_websockets_with_1001(loop):
     """The server shuts down: the WebSocket gets its close (1001) and the connection its
     GOAWAY; the stream ends once the client answered the close, then the connection."""
@@ -246,29 +280,34 @@ def test_graceful_shutdown_closes_websockets_with_1001(loop):
             await ws.send("before")
             assert await ws.recv() == "before"
             server.shutdown()
-            # The `h2` library takes the first GOAWAY for the end of the connection (the
-            # stream goes on, RFC 9113 §6.8): the frames are read and written raw from here.
-            close, goaway, ended = None, 0, False
-            while close is None or not goaway:
-                f = await read_frames(c.reader)
-                answer_ping(c, f)
-                if isinstance(f, hyperframe.frame.GoAwayFrame):
-                    goaway += 1
-                elif isinstance(f, hyperframe.frame.DataFrame) and f.stream_id == ws.sid:
-                    ws.proto.receive_data(bytes(f.data))
-                    for frame in ws.proto.events_received():
-                        close = Close.parse(frame.data)
+            close, _, ended, goaway = await closed_by_the_shutdown(c, ws)
             assert (close.code, close.reason) == (1001, "server shutting down")
-            for chunk in ws.proto.data_to_send():  # the close's echo
-                if chunk:
-                    c.writer.write(hyperframe.frame.DataFrame(ws.sid, data=chunk).serialize())
             assert (await disconnected("/echo"))["code"] == 1001
-            with pytest.raises(asyncio.IncompleteReadError):  # then the connection closes
-                while True:
-                    f = await read_frames(c.reader)
-                    answer_ping(c, f)
-                    ended |= f.stream_id == ws.sid and "END_STREAM" in f.flags
-                    goaway += isinstance(f, hyperframe.frame.GoAwayFrame)
+            assert ended and goaway == 2
+            c.close()
+
+    run(loop, main())
+
+
+def test_a_websocket_accepted_after_the_shutdown_began_closes_too(loop):
+    """The app was still deciding the handshake when the graceful shutdown told the open
+    WebSockets to close: the tunnel it opens then gets the close (1001) too, and the
+    connection ends once the client answered, not at the graceful timeout."""
+
+    async def main():
+        STATE.clear()
+        STATE["deciding"] = asyncio.Event()
+        expect_disconnect("/late")
+        async with serving(ws_app, timeout_graceful_shutdown=30) as server:
+            STATE["server"] = server
+            c = await H2Client.open(port_of(server))
+            sid = await H2WebSocket.ask(c, b"/late")  # its answer is read raw below
+            await asyncio.wait_for(STATE["deciding"].wait(), 5)
+            server.shutdown()
+            ws = H2WebSocket(c, sid, [])
+            close, headers, ended, goaway = await closed_by_the_shutdown(c, ws)
+            assert headers and (close.code, close.reason) == (1001, "server shutting down")
+            assert (await disconnected("/late"))["code"] == 1001
             assert ended and goaway == 2
             c.close()
 

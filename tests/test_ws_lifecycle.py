@@ -8,6 +8,7 @@ tests/apps/ws_echo_app.py, whose WsProbe the tests wait on; CLI servers run
 `python -m swordfish serve apps.ws_echo_app:app` in a subprocess. Every wait has a deadline."""
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -15,6 +16,7 @@ import os
 import re
 import signal
 import ssl
+import threading
 import time
 
 import pytest
@@ -28,6 +30,7 @@ from apps.ws_echo_app import WsProbe, create_app
 from netutil import tls_files  # noqa: F401 (fixture)
 
 GOING_AWAY = 1001  # RFC 6455 7.4.1: "a server going down"
+SERVICE_RESTART = 1012  # IANA's registry: the client may reconnect at once
 SIZES = [0, 125, 126, 65535, 65536, 1 << 20]
 # "Flat" for the leak test, after a warm-up of 1,000 cycles: the next 9,000 may add less than
 # RSS_TOLERANCE of memory (under 1 KiB a connection, while a leaked connection, with its buffers
@@ -128,6 +131,41 @@ def test_graceful_shutdown_cuts_a_client_that_never_answers(server_loop, probe):
             wait_stopped(server)
     assert timeout - 0.1 <= cut <= timeout + 3, f"the silent client was cut after {cut:.2f}s"
     assert probe.wait_for(lambda p: p.ended == 2, WAIT)  # both apps ended, one way or another
+
+
+@pytest.mark.parametrize("how, code, reason", [("shutdown", GOING_AWAY, "server shutting down"),
+                                               ("retire", SERVICE_RESTART, "server restarting")])
+def test_a_websocket_accepted_after_the_shutdown_began_closes_too(server_loop, how, code, reason):
+    """The app was still deciding a handshake when the graceful shutdown told the open
+    WebSockets to close (a worker retiring under load meets this): the WebSocket it accepts
+    then closes at once too, with the same code, and the server stops without waiting for
+    its graceful timeout."""
+    deciding = threading.Event()
+    codes = []
+    held = {}
+
+    async def app(scope, receive, send):
+        assert (await receive())["type"] == "websocket.connect"
+        deciding.set()
+        state = held["server"].server.state
+        while not state.shutting_down:
+            await asyncio.sleep(0.005)  # polling the server's state: nothing signals it
+        await send({"type": "websocket.accept"})
+        codes.append((await receive()).get("code"))
+
+    with ThreadServer(app, loop=server_loop, lifespan="off", timeout_graceful_shutdown=20) as server:
+        held["server"] = server
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            connecting = pool.submit(ws_connect, server.port, "/late")
+            assert deciding.wait(WAIT), "the handshake did not reach the app"
+            started = time.monotonic()
+            getattr(server.server, how)()
+            with connecting.result(WAIT) as ws:
+                assert closed_by_server(ws) == (code, reason)
+            wait_stopped(server)
+            took = time.monotonic() - started
+    assert took < 5, f"the server took {took:.1f}s to stop although the client answered at once"
+    assert codes == [code]
 
 
 # -- limits -------------------------------------------------------------------------------

@@ -153,6 +153,13 @@ impl HttpServerState {
         self.settings.active_requests.load(Ordering::Relaxed)
     }
 
+    /// `begin_shutdown` was called: new requests on kept-alive connections are refused
+    /// (or drained), and a WebSocket accepted from now on closes at once.
+    #[getter]
+    fn shutting_down(&self) -> bool {
+        self.settings.shutting_down.load(Ordering::Relaxed)
+    }
+
     /// Requests started since the server began.
     #[getter]
     fn total_requests(&self) -> u64 {

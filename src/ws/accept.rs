@@ -15,6 +15,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A handshake to accept: the request's `sec-websocket-key` and extension offers, and the
@@ -67,6 +68,7 @@ pub fn accept<'py>(
             tunnel.call_method1(intern!(py, "set_protocol"), (&ws,))?;
             WsProtocol::start(&ws, waiters)?;
             H2Protocol::tunnel_started(proto.bind(py), gen as u32)?;
+            close_if_shutting_down(carrier, &ws)?;
             return Ok(Ok(ws));
         }
     };
@@ -98,7 +100,21 @@ pub fn accept<'py>(
     if !handover.leftover.is_empty() {
         WsProtocol::feed(&ws, &handover.leftover)?;
     }
+    close_if_shutting_down(carrier, &ws)?;
     Ok(Ok(ws))
+}
+
+/// A server's graceful shutdown tells the WebSockets open at that moment to close; one
+/// whose handshake the app was still deciding then (or that came in on a connection the
+/// shutdown had not reached yet) is accepted after that word went out, so it closes
+/// here, as they did. Left open, it would hold the shutdown (or a retiring worker) up
+/// until --timeout-graceful-shutdown, which is unbounded by default.
+fn close_if_shutting_down(carrier: &Carrier, ws: &Bound<'_, WsProtocol>) -> PyResult<()> {
+    let st = &carrier.state().settings;
+    if st.shutting_down.load(Ordering::Relaxed) {
+        WsProtocol::shutdown(ws, st.draining.load(Ordering::Relaxed))?;
+    }
+    Ok(())
 }
 
 fn value_error(e: impl std::fmt::Display) -> PyErr {

@@ -638,7 +638,7 @@ impl WsProtocol {
     /// Graceful shutdown: close with 1001 (going away), or with 1012 (service restart)
     /// when the worker retires and another serves on, so that the client reconnects at once.
     #[pyo3(signature = (restart=false))]
-    fn shutdown(slf: &Bound<'_, Self>, restart: bool) -> PyResult<()> {
+    pub(super) fn shutdown(slf: &Bound<'_, Self>, restart: bool) -> PyResult<()> {
         if restart {
             return Self::close(slf, CLOSE_SERVICE_RESTART, "server restarting");
         }
