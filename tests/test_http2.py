@@ -12,6 +12,7 @@ import re
 import socket
 import ssl
 import sys
+import threading
 
 import h2.config
 import h2.connection
@@ -136,16 +137,23 @@ def test_an_answer_given_outside_the_connections_callbacks_leaves_in_the_same_it
     the next one. Such a callback would sit in the loop's ready queue, where it makes the
     apps of the other connections read meanwhile start as plain tasks, in a later
     iteration, instead of at once (eagerly). The app schedules a peek at the client's
-    socket for the next iteration before it answers: the answer is there by then."""
+    socket for the next iteration before it answers: the answer is there by then. The
+    client reads only after that peek, which its own read would otherwise race."""
     peeked = []
+    looked = threading.Event()
+
+    def peek(sock):
+        try:
+            peeked.append(len(sock.recv(1 << 16, socket.MSG_PEEK | socket.MSG_DONTWAIT)))
+        except BlockingIOError:
+            peeked.append(0)  # nothing there yet
+        looked.set()
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
             return
         await asyncio.sleep(0)
-        sock = shared["socket"]
-        asyncio.get_running_loop().call_soon(
-            lambda: peeked.append(len(sock.recv(1 << 16, socket.MSG_PEEK | socket.MSG_DONTWAIT))))
+        asyncio.get_running_loop().call_soon(peek, shared["socket"])
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"late answer"})
 
@@ -165,6 +173,7 @@ def test_an_answer_given_outside_the_connections_callbacks_leaves_in_the_same_it
             conn.send_headers(sid, [(b":method", b"GET"), (b":path", b"/"), (b":scheme", b"http"),
                                     (b":authority", b"localhost")], end_stream=True)
             sock.sendall(conn.data_to_send())
+            assert looked.wait(10), "the app did not answer"
             body = b""
             while True:
                 events = conn.receive_data(sock.recv(65536))
